@@ -7,7 +7,8 @@
 //   once), against the step as an Eigen expert writes it with dense matrices and OpenMP
 //   (eigen_mlp.cpp), and against libtorch with each way of sharing its threads with its BLAS;
 // - the machine's limits in the same run: Eigen's sgemm and STREAM's triad (eigen_mlp.cpp), so
-//   that each step is also a fraction of them (the MLP steps count GFLOP/s);
+//   that each step is also a fraction of them (the MLP steps count GFLOP/s), and what writing
+//   a buffer that the other CPU has read costs (BM_cross_core_write);
 // - a LeNet (examples/mnist_cnn without dropout, batch 128): weft against libtorch;
 // - weft's MLP in bfloat16 (all of it: BM_weft_mlp_step_bf16) and with Adam in float32 and in
 //   mixed precision (BM_weft_mlp_step_adam: bfloat16 layers, float32 variables and Adam).
@@ -20,7 +21,7 @@
 // add to a model whose weights are already resident (VmHWM from /proc/self/status), and
 // `bench_training --node-times=NAME[:THREADS]` (weft_mlp, weft_mlp_bf16, weft_mlp_adam, weft_mlp_mixed, weft_lenet) where a weft step's time goes,
 // node by node, and `--timeline=NAME:INTRA:INTER` when and on which thread each node of one
-// step ran.
+// step ran (and the call to run() from start to return).
 #include <weft/dsl.hpp>
 #include <weft/weft.hpp>
 
@@ -32,6 +33,7 @@
 #include "eigen_mlp.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -45,6 +47,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifndef WEFT_BENCH_TORCH
@@ -526,6 +529,65 @@ void BM_weft_mlp_second_thread(benchmark::State& state) {
   }
 }
 
+// What handing a buffer from one CPU to the other costs on this host: a 256 KiB buffer (one
+// of the MLP step's activations or gradients, 128 x 512 floats) is read by a thread on the
+// second CPU, then written by this thread on the first (`shared_write_us`, the median over
+// the iterations), and written again at once (`own_write_us`: its lines this core's alone).
+// A split kernel's output that both cores read in the step (a product packs its left operand
+// whole on each core) is written so in the next step. Where the two CPUs share no cache, each
+// line the other core holds must be invalidated before this one writes it: on this VM, 38 to
+// 47 us a buffer against 2.5 alone at one time of 2026-12-03, 6 to 7 us an hour later (the
+// host had moved the VM's CPUs), so the two-thread step's time, and the second thread's gain,
+// depend on where the host puts the CPUs as well as on the code (docs/benchmarks.md,
+// session 65). The reading thread spins between its turns.
+void BM_cross_core_write(benchmark::State& state) {
+  const std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2) return state.SkipWithError("needs two CPUs to run on");
+  constexpr std::size_t n = 128 * 512;
+  std::vector<std::uint32_t> buffer(n, 1);
+  std::atomic<std::int64_t> turn{0};  // odd: the reader's turn; -1: stop
+  std::atomic<std::uint32_t> sink{0};
+  std::thread reader([&] {
+    pin_to({cpus[1]});
+    for (std::int64_t seen = 0;;) {
+      std::int64_t t;
+      while ((t = turn.load(std::memory_order_acquire)) == seen) intra_op_detail::cpu_relax();
+      if (t < 0) return;
+      std::uint32_t sum = 0;
+      for (std::uint32_t x : buffer) sum += x;
+      sink.fetch_add(sum, std::memory_order_relaxed);
+      seen = t + 1;
+      turn.store(seen, std::memory_order_release);
+    }
+  });
+  pin_to({cpus[0]});
+  const auto write = [&](std::uint32_t v) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < n; ++i) buffer[i] = v + static_cast<std::uint32_t>(i);
+    benchmark::ClobberMemory();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> shared, own;
+  std::int64_t t = 0;
+  for (auto _ : state) {
+    turn.store(++t, std::memory_order_release);
+    while (turn.load(std::memory_order_acquire) != t + 1) intra_op_detail::cpu_relax();
+    ++t;
+    shared.push_back(write(static_cast<std::uint32_t>(t)));
+    own.push_back(write(static_cast<std::uint32_t>(t) + 1));
+  }
+  turn.store(-1, std::memory_order_release);
+  reader.join();
+  pin_to(cpus);
+  benchmark::DoNotOptimize(sink.load());
+  const auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  state.counters["shared_write_us"] = median(shared);
+  state.counters["own_write_us"] = median(own);
+}
+
 // The same step with session_options::fuse_matmul off: the bias and ReLU as nodes of their own, each weight's gradient
 // written by its MatMul and read back by ApplyGradientDescent, as before the rewrite
 // (graph/passes/fuse_matmul.hpp), for the ratio in one run.
@@ -885,12 +947,14 @@ void print_timeline(int intra, int inter) {
   Model m(p, threads_options(intra, inter));
   for (int i = 0; i < 5; ++i) m.step_only();
   std::vector<node_stats> best;
-  std::int64_t best_span = 0;
+  std::int64_t best_span = 0, best_call = 0;
   for (int i = 0; i < 20; ++i) {
+    const auto start = std::chrono::steady_clock::now();
     auto nodes = m.traced_nodes();
+    const std::int64_t call = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
     std::int64_t span = 0;
     for (const auto& n : nodes) span = std::max(span, n.end_ns);
-    if (best.empty() || span < best_span) best = std::move(nodes), best_span = span;
+    if (best.empty() || span < best_span) best = std::move(nodes), best_span = span, best_call = call;
   }
   std::sort(best.begin(), best.end(), [](const node_stats& a, const node_stats& b) { return a.start_ns < b.start_ns; });
   std::map<int, double> busy;
@@ -902,7 +966,8 @@ void print_timeline(int intra, int inter) {
                   n.thread, n.op.c_str(), n.node.c_str());
   }
   for (const auto& [thread, us] : busy) std::printf("thread %d: %.1f us in nodes\n", thread, us);
-  std::printf("step: %.1f us from its start to its last node's end\n", static_cast<double>(best_span) / 1e3);
+  std::printf("step: %.1f us from its start to its last node's end, %.1f us from the call to run() to its return\n",
+              static_cast<double>(best_span) / 1e3, static_cast<double>(best_call) / 1e3);
 }
 
 int timeline(const std::string& spec) {
@@ -945,6 +1010,7 @@ int node_times(std::string name) {
 // Arguments: intra-op threads, inter-op threads.
 BENCHMARK(BM_weft_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_mlp_second_thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_cross_core_write)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_weft_mlp_step_unfused)->Args({1, 0})->Args({2, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_mlp_step_logged)->Args({1, 0, 0})->Args({1, 0, 1})->Args({2, 1, 0})->Args({2, 1, 1})
     ->Iterations(2 * mnist_steps_per_epoch)->Unit(benchmark::kMillisecond)->UseRealTime();
