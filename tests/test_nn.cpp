@@ -58,14 +58,15 @@ TEST_CASE("nn: BiasAdd and BiasAddGrad equal the naive loops", "[nn]") {
   require_error([&] { h.op("BiasAdd", {hx, hb}, {{"data_format", std::string("NCHW")}}); }, {"NCHW", "NHWC"});
 }
 
-TEST_CASE("nn: BiasAddGrad over many short rows, on one and two threads", "[nn]") {
-  // The rows are summed in blocks, a partial row each, and rows shorter than 64 values in runs
-  // of about 256 values (then the rows left over): 5000 rows of 17 (runs of 15 rows and
-  // leftovers), 29 rows of 17 (too few for runs), 4099 rows of 1 (runs of 256), 300 rows of
-  // 64 (no runs) and 50 rows of none (an empty sum). Integers below 2^24 sum exactly in
-  // float32, so the sums are compared exactly.
-  for (const auto& [rows, n] :
-       std::vector<std::pair<std::int64_t, std::int64_t>>{{5000, 17}, {29, 17}, {4099, 1}, {300, 64}, {50, 0}}) {
+TEST_CASE("nn: BiasAddGrad over short and long rows, on one and two threads", "[nn]") {
+  // The rows are summed in blocks of at least 2^17 values, a partial row each, and rows
+  // shorter than 64 values in runs of about 256 values (then the rows left over): 20000 rows
+  // of 17 (two blocks on two threads, runs of 15 rows and leftovers), 5000 rows of 17 (one
+  // block), 29 rows of 17 (too few for runs), 4099 rows of 1 (runs of 256), 300 rows of 64
+  // (no runs), 2100 rows of 128 (two blocks of long rows) and 50 rows of none (an empty sum).
+  // Integers below 2^24 sum exactly in float32, so the sums are compared exactly.
+  for (const auto& [rows, n] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {20000, 17}, {5000, 17}, {29, 17}, {4099, 1}, {300, 64}, {2100, 128}, {50, 0}}) {
     std::vector<float> xv(static_cast<std::size_t>(rows * n));
     std::vector<float> want(static_cast<std::size_t>(n), 0.0f);
     for (std::size_t i = 0; i < xv.size(); ++i) {
