@@ -536,7 +536,7 @@ void BM_weft_mlp_second_thread(benchmark::State& state) {
 // A split kernel's output that both cores read in the step (a product packs its left operand
 // whole on each core) is written so in the next step. Where the two CPUs share no cache, each
 // line the other core holds must be invalidated before this one writes it: on this VM, 38 to
-// 47 us a buffer against 2.5 alone at one time of 2026-12-03, 6 to 7 us an hour later (the
+// 47 us a buffer against 2.5 to 3.2 alone at times of 2026-12-03, 6 to 11 us at others (the
 // host had moved the VM's CPUs), so the two-thread step's time, and the second thread's gain,
 // depend on where the host puts the CPUs as well as on the code (docs/benchmarks.md,
 // session 65). The reading thread spins between its turns.

@@ -88,11 +88,11 @@ struct bias_add_grad {
       for (; r < r1; ++r) o += const_row_map<C>(d + r * n, n);
     };
     if (n == 0) return;
-    // Blocks of at least 2^17 values (512 KiB of float32, tens of microseconds): a split
-    // costs a handoff between the threads and, where another core wrote the rows (a split
-    // product's output), reading them from its cache, and from 2^15 values on the MLP's
-    // 128 x 512 BiasAddGrads took 10 to 15 us on two threads against 4 to 5 on one; unsplit,
-    // its step on two threads ran 1 to 2 % faster (docs/benchmarks.md, session 65).
+    // Blocks of at least 2^17 values (512 KiB of float32, several microseconds on one core):
+    // a split costs a handoff between the threads and, where another core wrote the rows (a
+    // split product's output), reading them from that core's cache. In blocks of 2^15 values
+    // the MLP's 128 x 512 BiasAddGrads took 10 to 15 us on two threads against 4 to 5 on one;
+    // unsplit, its step on two threads ran 1 to 2 % faster (docs/benchmarks.md, session 65).
     const std::int64_t blocks = blocks_for(ctx, rows, std::max<std::int64_t>(1, (std::int64_t{1} << 17) / n));
     if (blocks <= 1) return sum_rows(0, rows, out);
     std::vector<C> partial(static_cast<std::size_t>(blocks * n));
