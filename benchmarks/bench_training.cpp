@@ -465,6 +465,13 @@ void pin_to(const std::vector<int>& cpus) {
   sched_setaffinity(0, sizeof set, &set);
 }
 
+// The median of a benchmark's own timings (0 for none).
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // What the second thread gives the MLP step, on a machine shared with others: the step on
 // one thread and on two (2 intra-op, 1 inter-op), two sessions in one process, their steps
 // alternated in runs of 10, each step timed. A moment of contention on the host (a core
@@ -509,11 +516,6 @@ void BM_weft_mlp_second_thread(benchmark::State& state) {
     }
   }
   if (kinds == 3 && i % run != 0 && (i / run) % kinds == 2) pin_to(cpus);
-  const auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   const auto gain = [&](const std::vector<double>(&of)[2]) {
     std::vector<double> ratios;
     for (std::size_t r = 0; r < std::min(of[0].size(), of[1].size()); ++r) ratios.push_back(of[0][r] / of[1][r]);
@@ -580,10 +582,6 @@ void BM_cross_core_write(benchmark::State& state) {
   reader.join();
   pin_to(cpus);
   benchmark::DoNotOptimize(sink.load());
-  const auto median = [](std::vector<double>& v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   state.counters["shared_write_us"] = median(shared);
   state.counters["own_write_us"] = median(own);
 }
