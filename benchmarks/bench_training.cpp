@@ -27,6 +27,9 @@
 
 #include <benchmark/benchmark.h>
 #include <malloc.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <sched.h>
 #include <unistd.h>
 
@@ -533,30 +536,52 @@ void BM_weft_mlp_second_thread(benchmark::State& state) {
 
 // What handing a buffer from one CPU to the other costs on this host: a 256 KiB buffer (one
 // of the MLP step's activations or gradients, 128 x 512 floats) is read by a thread on the
-// second CPU, then written by this thread on the first (`shared_write_us`, the median over
-// the iterations), and written again at once (`own_write_us`: its lines this core's alone).
-// A split kernel's output that both cores read in the step (a product packs its left operand
-// whole on each core) is written so in the next step. Where the two CPUs share no cache, each
-// line the other core holds must be invalidated before this one writes it: on this VM, 38 to
-// 47 us a buffer against 2.5 to 3.2 alone at times of 2026-12-03, 6 to 11 us at others (the
-// host had moved the VM's CPUs), so the two-thread step's time, and the second thread's gain,
-// depend on where the host puts the CPUs as well as on the code (docs/benchmarks.md,
-// session 65). The reading thread spins between its turns.
+// second CPU (`remote_read_us`: the lines the first CPU has just written), then written by
+// this thread on the first (`shared_write_us`, the median over the iterations), and written
+// again at once (`own_write_us`: its lines this core's alone). A split kernel's output that
+// both cores read in the step (a product packs its left operand whole on each core) is
+// written so in the next step. Where the two CPUs share no cache, each line the other core
+// holds must be invalidated before this one writes it: on this VM, 38 to 47 us a buffer
+// against 2.5 to 3.2 alone at times of 2026-12-03, 6 to 11 us at others (the host had moved
+// the VM's CPUs), so the two-thread step's time, and the second thread's gain, depend on
+// where the host puts the CPUs as well as on the code (docs/benchmarks.md, session 65).
+// x86-64: then the reader reads it again and evicts every line from every cache with
+// CLFLUSHOPT (`flush_read_us`: read and flush), and the writer writes it
+// (`flushed_write_us`): what a buffer's last reader could save its next writer
+// (docs/benchmarks.md, session 66). The reading thread spins between its turns.
 void BM_cross_core_write(benchmark::State& state) {
   const std::vector<int> cpus = allowed_cpus();
   if (cpus.size() < 2) return state.SkipWithError("needs two CPUs to run on");
   constexpr std::size_t n = 128 * 512;
+  // The reader reads; then, where the CPU has CLFLUSHOPT (CPUID 7, EBX bit 23), reads and flushes.
+  int kinds = 1;
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ebx >> 23 & 1u)) kinds = 2;
+#endif
   std::vector<std::uint32_t> buffer(n, 1);
   std::atomic<std::int64_t> turn{0};  // odd: the reader's turn; -1: stop
+  std::atomic<int> flush{0};          // whether the reader flushes this turn (set before the turn)
   std::atomic<std::uint32_t> sink{0};
+  std::vector<double> read[2];
   std::thread reader([&] {
     pin_to({cpus[1]});
     for (std::int64_t seen = 0;;) {
       std::int64_t t;
       while ((t = turn.load(std::memory_order_acquire)) == seen) intra_op_detail::cpu_relax();
       if (t < 0) return;
+      const int kind = flush.load(std::memory_order_relaxed);
+      const auto t0 = std::chrono::steady_clock::now();
       std::uint32_t sum = 0;
       for (std::uint32_t x : buffer) sum += x;
+#if defined(__x86_64__)
+      if (kind == 1) {
+        for (std::size_t i = 0; i < n; i += 64 / sizeof(std::uint32_t))
+          asm volatile("clflushopt %0" : "+m"(buffer[i]));
+        asm volatile("sfence" ::: "memory");
+      }
+#endif
+      read[kind].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
       sink.fetch_add(sum, std::memory_order_relaxed);
       seen = t + 1;
       turn.store(seen, std::memory_order_release);
@@ -569,21 +594,29 @@ void BM_cross_core_write(benchmark::State& state) {
     benchmark::ClobberMemory();
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   };
-  std::vector<double> shared, own;
+  std::vector<double> shared[2], own;
   std::int64_t t = 0;
   for (auto _ : state) {
-    turn.store(++t, std::memory_order_release);
-    while (turn.load(std::memory_order_acquire) != t + 1) intra_op_detail::cpu_relax();
-    ++t;
-    shared.push_back(write(static_cast<std::uint32_t>(t)));
-    own.push_back(write(static_cast<std::uint32_t>(t) + 1));
+    for (int kind = 0; kind < kinds; ++kind) {
+      flush.store(kind, std::memory_order_relaxed);
+      turn.store(++t, std::memory_order_release);
+      while (turn.load(std::memory_order_acquire) != t + 1) intra_op_detail::cpu_relax();
+      ++t;
+      shared[kind].push_back(write(static_cast<std::uint32_t>(t)));
+      if (kind == 0) own.push_back(write(static_cast<std::uint32_t>(t) + 1));
+    }
   }
   turn.store(-1, std::memory_order_release);
   reader.join();
   pin_to(cpus);
   benchmark::DoNotOptimize(sink.load());
-  state.counters["shared_write_us"] = median(shared);
+  state.counters["remote_read_us"] = median(read[0]);
+  state.counters["shared_write_us"] = median(shared[0]);
   state.counters["own_write_us"] = median(own);
+  if (kinds == 2) {
+    state.counters["flush_read_us"] = median(read[kinds - 1]);
+    state.counters["flushed_write_us"] = median(shared[kinds - 1]);
+  }
 }
 
 // The same step with session_options::fuse_matmul off: the bias and ReLU as nodes of their own, each weight's gradient
