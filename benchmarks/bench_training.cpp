@@ -545,8 +545,8 @@ void BM_weft_mlp_second_thread(benchmark::State& state) {
 // against 2.5 to 3.2 alone at times of 2026-12-03, 6 to 11 us at others (the host had moved
 // the VM's CPUs), so the two-thread step's time, and the second thread's gain, depend on
 // where the host puts the CPUs as well as on the code (docs/benchmarks.md, session 65).
-// x86-64: then the reader reads it again and evicts every line from every cache with
-// CLFLUSHOPT (`flush_read_us`: read and flush), and the writer writes it
+// Where the CPU has CLFLUSHOPT (x86-64), the reader then reads it again and evicts every
+// line from every cache (`flush_read_us`: read and flush), and the writer writes it
 // (`flushed_write_us`): what a buffer's last reader could save its next writer
 // (docs/benchmarks.md, session 66). The reading thread spins between its turns.
 void BM_cross_core_write(benchmark::State& state) {
