@@ -614,8 +614,8 @@ void BM_cross_core_write(benchmark::State& state) {
   state.counters["shared_write_us"] = median(shared[0]);
   state.counters["own_write_us"] = median(own);
   if (kinds == 2) {
-    state.counters["flush_read_us"] = median(read[kinds - 1]);
-    state.counters["flushed_write_us"] = median(shared[kinds - 1]);
+    state.counters["flush_read_us"] = median(read[1]);
+    state.counters["flushed_write_us"] = median(shared[1]);
   }
 }
 
