@@ -69,22 +69,27 @@ TEST_CASE("queue: first in, first out, waiting for elements and for room") {
   q.enqueue(scalar_elements({1, 2, 3}), nullptr, record(p1));  // room for two: it waits with the third
   CHECK(!p1.called);
   CHECK(q.size() == 2);
+  CHECK(q.waiting_enqueues() == 1);
+  CHECK(q.waiting_dequeues() == 0);
   dequeued a;
   q.dequeue(1, false, nullptr, record(a));  // takes 1, which lets 3 in and ends the enqueue
   CHECK(a.values == std::vector<float>{1});
   CHECK(p1.called);
   CHECK(!p1.code);
   CHECK(q.size() == 2);
+  CHECK(q.waiting_enqueues() == 0);
   dequeued b, c;
   q.dequeue(3, false, nullptr, record(b));  // two there: it waits for a third
   CHECK(!b.called);
   q.dequeue(1, false, nullptr, record(c));  // behind it
+  CHECK(q.waiting_dequeues() == 2);
   enqueued p2;
   q.enqueue(scalar_elements({4, 5}), nullptr, record(p2));
   CHECK(b.values == std::vector<float>{2, 3, 4});
   CHECK(c.values == std::vector<float>{5});
   CHECK(p2.called);
   CHECK(q.size() == 0);
+  CHECK(q.waiting_dequeues() == 0);
   dequeued none;
   q.dequeue(0, false, nullptr, record(none));  // nothing asked: done at once
   CHECK(none.called);
@@ -164,6 +169,7 @@ TEST_CASE("queue: a waiting attempt whose step is cancelled fails, and the queue
   }
   REQUIRE(a.called);
   CHECK(a.code == error_code::cancelled);
+  CHECK(q.waiting_dequeues() == 0);  // a cancelled attempt leaves the line
   CHECK(q.size() == 2);  // both went back, in order
   dequeued b;
   q.dequeue(2, false, nullptr, record(b));

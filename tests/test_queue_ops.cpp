@@ -156,7 +156,7 @@ TEST_CASE("queue ops: a blocked dequeue holds no thread and resumes when another
   float_graph f;
   session s(f.g, pooled());
   auto waiting = std::async(std::launch::async, [&] { return s.run({{f.n, count(3)}}, {f.many})[0].to_vector<float>(); });
-  std::this_thread::sleep_for(20ms);
+  wait_until([&] { return waiting_dequeues(s, "q") == 1; }, "the dequeue to wait");
   CHECK(waiting.wait_for(0ms) == std::future_status::timeout);
   // Two steps of one session run while the first waits: its dequeue holds no thread.
   s.run({{f.values, vec({1, 2})}}, {}, {f.enqueue});
@@ -171,6 +171,7 @@ TEST_CASE("queue ops: the trace of a dequeue that waited: an arrow from the thre
   session s(f.g, test::one_thread());  // each step runs on the thread that calls run()
   run_metadata meta;
   auto waiting = std::async(std::launch::async, [&] { return s.run({}, {f.one}, {}, {.trace = true}, &meta)[0]; });
+  wait_until([&] { return waiting_dequeues(s, "q") == 1; }, "the dequeue to wait");
   std::this_thread::sleep_for(20ms);
   s.run({{f.values, vec({7})}}, {}, {f.enqueue});  // here: the waiting dequeue ends on this thread
   CHECK(waiting.get().scalar_value<float>() == 7);
@@ -233,7 +234,7 @@ TEST_CASE("queue ops: a blocked step cancelled from another thread fails with ca
     const error_code c = code_of([&] { s.run({{f.n, count(2)}}, {f.many}, {}, o); }, &message);
     return std::make_pair(c, message);
   });
-  std::this_thread::sleep_for(20ms);
+  wait_until([&] { return waiting_dequeues(s, "q") == 1; }, "the dequeue to wait");
   cancel.cancel();
   auto [code, message] = waiting.get();
   CHECK(code == error_code::cancelled);
@@ -250,7 +251,7 @@ TEST_CASE("queue ops: close with cancel_pending_enqueues fails a blocked enqueue
   session s(f.g, pooled());
   s.run({{f.values, vec({1})}}, {}, {f.enqueue});
   auto blocked = std::async(std::launch::async, [&] { return code_of([&] { s.run({{f.values, vec({2})}}, {}, {f.enqueue}); }); });
-  std::this_thread::sleep_for(20ms);
+  wait_until([&] { return waiting_enqueues(s, "q") == 1; }, "the enqueue to wait");
   s.run({f.cancel_close});
   CHECK(blocked.get() == error_code::cancelled);
   CHECK(s.run({}, {f.one})[0].scalar_value<float>() == 1);
@@ -259,7 +260,7 @@ TEST_CASE("queue ops: close with cancel_pending_enqueues fails a blocked enqueue
   session t(g2.g, pooled());
   t.run({{g2.values, vec({1})}}, {}, {g2.enqueue});
   auto pending = std::async(std::launch::async, [&] { t.run({{g2.values, vec({2})}}, {}, {g2.enqueue}); });
-  std::this_thread::sleep_for(20ms);
+  wait_until([&] { return waiting_enqueues(t, "g2_q") == 1; }, "the enqueue to wait");
   t.run({g2.close});
   CHECK(t.run({}, {g2.one})[0].scalar_value<float>() == 1);  // room: the pending enqueue goes in
   pending.get();

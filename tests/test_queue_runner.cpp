@@ -150,7 +150,7 @@ TEST_CASE("queue runner: the coordinator stops threads blocked on a full queue a
   queue_runner runner(s, {put, put, put});
   coordinator coord;
   runner.start(coord);
-  std::this_thread::sleep_for(20ms);  // the queue fills; three runs block
+  wait_until([&] { return waiting_enqueues(s, "q") == 3; }, "the queue to fill and three runs to block");
   coord.request_stop();               // cancels them: no cancel target needed
   coord.join();
   CHECK(s.run({}, {size})[0].scalar_value<std::int32_t>() == 1);  // the blocked enqueues added nothing
@@ -203,7 +203,7 @@ TEST_CASE("mutex: a step that fails holding it gives it back, a step waiting for
   run_options holder;
   holder.cancellation = &cancel;
   auto blocked = std::async(std::launch::async, [&] { return error_of([&] { s.run({}, {}, {release_after_wait}, holder); }); });
-  std::this_thread::sleep_for(20ms);
+  wait_until([&] { return waiting_dequeues(s, "q") == 1; }, "the holder to wait in its dequeue");
   run_options timed;
   timed.timeout = 30ms;
   CHECK(error_of([&] { s.run({}, {}, {plain}, timed); }) == error_code::deadline_exceeded);

@@ -203,7 +203,7 @@ TEST_CASE("readers: a read waiting behind another leaves the line when its step 
   session s(r.g, o);
   // The first read waits for a file name; a second, in line behind it, times out.
   auto first = std::async(std::launch::async, [&] { return s.run({}, {r.value})[0].scalar_value<std::string>(); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  wait_until([&] { return waiting_dequeues(s, "files") == 1; }, "the first read to wait for a file name");
   run_options timed;
   timed.timeout = std::chrono::milliseconds(30);
   const auto t0 = std::chrono::steady_clock::now();

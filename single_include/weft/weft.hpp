@@ -17125,6 +17125,17 @@ class queue final : public resource_base {
     std::lock_guard lock(mutex_);
     return closed_;
   }
+  /// How many enqueues wait for room (for monitoring, and for a test that must know a step
+  /// is blocked before it goes on).
+  std::size_t waiting_enqueues() const {
+    std::lock_guard lock(mutex_);
+    return enqueues_.size();
+  }
+  /// How many dequeues wait for elements.
+  std::size_t waiting_dequeues() const {
+    std::lock_guard lock(mutex_);
+    return dequeues_.size();
+  }
 
  private:
   struct attempt {

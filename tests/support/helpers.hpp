@@ -6,13 +6,16 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -106,6 +109,30 @@ void require_error(F&& f, const std::vector<std::string>& fragments) {
     return;
   }
   FAIL("expected a weft::error containing " << fragments.front());
+}
+
+// Waits, polling every millisecond for up to a minute, until ready() holds: a test that
+// must know another thread's step has got somewhere (blocked in a queue) waits for it
+// rather than sleeping a fixed time, which a loaded machine (a sanitizer build beside
+// other jobs) can outlast.
+template <class F>
+void wait_until(F&& ready, const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > deadline) FAIL("waited a minute for " << what);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// How many enqueues and dequeues wait on the queue `name` in container "" of s's resources
+// (none before a step has made the queue).
+inline std::size_t waiting_enqueues(const session& s, const std::string& name) {
+  auto q = s.resources().find<queue>("", name);
+  return q ? q->waiting_enqueues() : 0;
+}
+inline std::size_t waiting_dequeues(const session& s, const std::string& name) {
+  auto q = s.resources().find<queue>("", name);
+  return q ? q->waiting_dequeues() : 0;
 }
 
 }  // namespace weft::test
