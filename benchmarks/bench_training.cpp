@@ -20,8 +20,9 @@
 // torch_lenet) instead measures, in this process alone, how much resident memory 10 steps
 // add to a model whose weights are already resident (VmHWM from /proc/self/status), and
 // `bench_training --node-times=NAME[:THREADS]` (weft_mlp, weft_mlp_bf16, weft_mlp_adam, weft_mlp_mixed, weft_lenet) where a weft step's time goes,
-// node by node, and `--timeline=NAME:INTRA:INTER` when and on which thread each node of one
-// step ran (and the call to run() from start to return).
+// node by node, `--timeline=NAME:INTRA:INTER` when and on which thread each node of one
+// step ran (and the call to run() from start to return), and `--step-times=NAME:INTRA:INTER`
+// (weft_mlp, weft_lenet) how the times of single steps spread, traced and not.
 #include <weft/dsl.hpp>
 #include <weft/weft.hpp>
 
@@ -1001,6 +1002,50 @@ void print_timeline(int intra, int inter) {
               static_cast<double>(best_span) / 1e3, static_cast<double>(best_call) / 1e3);
 }
 
+// --step-times=NAME:INTRA:INTER: how the times of single steps spread: 2,000 plain steps and
+// 2,000 traced ones (run_options::trace), in turn, after 20 untimed ones, each timed alone
+// from the call to run() to its return; for each kind the minimum, the 10th, 25th, 50th, 75th,
+// 90th and 99th centiles, the maximum and the mean. A benchmark's figure is a mean over steps;
+// this says whether a slow mean is every step a little slow or a few steps much slower, and
+// what tracing (--node-times, --timeline) costs a step.
+template <class Problem, class Model>
+void print_step_times(int intra, int inter) {
+  Problem p;
+  Model m(p, threads_options(intra, inter));
+  for (int i = 0; i < 20; ++i) m.step_only();
+  constexpr int steps = 2000;
+  std::vector<double> plain(steps), traced(steps);
+  for (int i = 0; i < steps; ++i)
+    for (bool trace : {false, true}) {
+      const auto start = std::chrono::steady_clock::now();
+      if (trace) m.traced_nodes();
+      else m.step_only();
+      (trace ? traced : plain)[i] = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    }
+  for (auto* us : {&plain, &traced}) {
+    double mean = 0;
+    for (double t : *us) mean += t / steps;
+    std::sort(us->begin(), us->end());
+    auto at = [&](double q) { return (*us)[static_cast<std::size_t>(q * (steps - 1))]; };
+    std::printf("%d %s steps, us: min %.1f  q10 %.1f  q25 %.1f  q50 %.1f  q75 %.1f  q90 %.1f  q99 %.1f  max %.1f  mean %.1f\n",
+                steps, us == &plain ? "plain" : "traced", us->front(), at(0.1), at(0.25), at(0.5), at(0.75), at(0.9), at(0.99),
+                us->back(), mean);
+  }
+}
+
+int step_times(const std::string& spec) {
+  char name[32] = {};
+  int intra = 0, inter = -1;
+  if (std::sscanf(spec.c_str(), "%31[^:]:%d:%d", name, &intra, &inter) != 3 || intra < 1 || inter < 0) {
+    std::fprintf(stderr, "bench_training: --step-times=NAME:INTRA:INTER, e.g. weft_mlp:2:1\n");
+    return 2;
+  }
+  if (std::string(name) == "weft_mlp") return print_step_times<mlp_problem, weft_mlp>(intra, inter), 0;
+  if (std::string(name) == "weft_lenet") return print_step_times<lenet_problem, weft_lenet>(intra, inter), 0;
+  std::fprintf(stderr, "bench_training: --step-times: unknown model '%s' (weft_mlp, weft_lenet)\n", name);
+  return 2;
+}
+
 int timeline(const std::string& spec) {
   char name[32] = {};
   int intra = 0, inter = -1;
@@ -1068,6 +1113,8 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]).rfind(nodes_flag, 0) == 0) return node_times(argv[1] + nodes_flag.size());
   const std::string timeline_flag = "--timeline=";
   if (argc == 2 && std::string(argv[1]).rfind(timeline_flag, 0) == 0) return timeline(argv[1] + timeline_flag.size());
+  const std::string step_times_flag = "--step-times=";
+  if (argc == 2 && std::string(argv[1]).rfind(step_times_flag, 0) == 0) return step_times(argv[1] + step_times_flag.size());
   // glibc's malloc hands blocks of 128 KiB and more back to the kernel when they are freed
   // (munmap, and trimming the heap's top), so a program that allocates its temporaries afresh
   // each step (libtorch) faults their pages in again each step. On this VM a page fault costs
