@@ -1,6 +1,7 @@
 #include "support/helpers.hpp"
 
 #include <condition_variable>
+#include <map>
 #include <thread>
 
 using namespace weft;
@@ -129,6 +130,39 @@ TEST_CASE("the thread that calls run works beside the inter-op pool") {
     auto out = s.run({}, {quick, sum});
     CHECK(out[0].data<float>()[4999] == -1.5f);
     CHECK(out[1].data<float>()[0] == 3.0f);
+  }
+}
+
+TEST_CASE("a node ready beside cheap ones stays on the thread that made it ready") {
+  // Shape and Rank (cheap) and Neg (5,000 elements: neither cheap nor large) become ready
+  // together; chains of 200 cheap nodes follow Shape and Rank. The calling thread keeps Neg
+  // rather than handing it to the inter-op pool, whose thread would take it while the
+  // calling thread runs the chains: Neg, and the Square after it, run on the calling thread.
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape({unknown_dim}), "x").out(0);  // no static shape to fold
+  auto& r = g.op("Identity", {x}, {}, "r");
+  // A cheap node made before Neg and one after: one of them is ahead of Neg in the ready list.
+  output size = g.op("Shape", {r}, {}, "size").out(0);
+  auto& neg = g.op("Neg", {r}, {}, "neg");
+  output rank = g.op("Rank", {r}, {}, "rank").out(0);
+  for (int i = 0; i < 200; ++i) size = g.op("Identity", {size}).out(0), rank = g.op("Identity", {rank}).out(0);
+  auto& square = g.op("Square", {neg}, {}, "square");
+  session_options o;
+  o.inter_op_threads = 1;
+  o.intra_op_threads = 1;
+  session s(g, o);
+  const tensor five_thousand = tensor::from_vector(std::vector<float>(5000, 1.5f), shape{5000});
+  for (int step = 0; step < 20; ++step) {
+    run_metadata meta;
+    auto out = s.run({{x, five_thousand}}, {size, rank, square.out(0)}, {}, {.trace = true}, &meta);
+    CHECK(out[0].data<std::int32_t>()[0] == 5000);
+    CHECK(out[1].scalar_value<std::int32_t>() == 1);
+    CHECK(out[2].data<float>()[4999] == 2.25f);
+    std::map<std::string, int> thread;
+    for (const auto& n : meta.stats.nodes) thread[n.node] = n.thread;
+    REQUIRE(thread.count("size"));
+    CHECK(thread["neg"] == thread["size"]);
+    CHECK(thread["square"] == thread["size"]);
   }
 }
 

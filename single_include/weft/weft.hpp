@@ -13673,6 +13673,7 @@ class step final : rendezvous::receiver {
     int id;
     bool large = false;    ///< holds the step's turn for large nodes (schedule())
     bool arrived = false;  ///< a Recv whose value has come (received())
+    bool kept = false;     ///< an other node kept on the thread that made it ready (place())
     iteration_state* iter;
   };
   using ready_list = std::vector<tagged_node>;
@@ -14327,18 +14328,27 @@ class step final : rendezvous::receiver {
     inline_ready.insert(at, tn);
   }
 
-  /// Out of line: the path with no inter-op pool stays short.
+  /// Out of line: the path with no inter-op pool stays short. One other node stays on this
+  /// thread, after the cheap ones, when it has nothing but cheap nodes to run: they take
+  /// microseconds, and a hop to another thread moves the rest of the chain, whose inputs
+  /// this core's caches hold (LeNet's backward pass ran 6 % slower on two threads when its
+  /// first node came ready beside a cheap one and went to the inter-op thread:
+  /// docs/benchmarks.md, session 67). The others go to the inter-op pool.
   [[gnu::noinline]] void place(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
-    std::optional<tagged_node> keep;  // one other node stays on this thread when it has nothing else
+    bool only_cheap = inline_ready.size() <= 8;  // a longer queue is work enough for this thread
+    if (only_cheap)
+      for (const tagged_node& q : inline_ready) only_cheap = only_cheap && !q.large && !q.kept;
+    std::optional<tagged_node> keep;
     for (tagged_node tn : ready) {
       const placement p = classify(tn);
       if (p == placement::cheap) {
         run_here(tn, inline_ready);
       } else if (p == placement::large) {
         tn.large = true;
-        if (take_large_turn(tn)) inline_ready.push_back(tn);
-      } else if (!keep && inline_ready.empty()) {
+        if (take_large_turn(tn)) inline_ready.push_back(tn), only_cheap = false;
+      } else if (!keep && only_cheap) {
         keep = tn;
+        keep->kept = true;
       } else {
         hand_off(tn);
       }
