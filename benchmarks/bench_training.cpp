@@ -1033,32 +1033,37 @@ void print_step_times(int intra, int inter) {
   }
 }
 
-int step_times(const std::string& spec) {
-  char name[32] = {};
-  int intra = 0, inter = -1;
-  if (std::sscanf(spec.c_str(), "%31[^:]:%d:%d", name, &intra, &inter) != 3 || intra < 1 || inter < 0) {
-    std::fprintf(stderr, "bench_training: --step-times=NAME:INTRA:INTER, e.g. weft_mlp:2:1\n");
-    return 2;
+// NAME:INTRA:INTER of --timeline and --step-times: false (after saying so) when it is not one.
+bool parse_model_threads(const std::string& spec, const char* flag, std::string& name, int& intra, int& inter) {
+  char n[32] = {};
+  if (std::sscanf(spec.c_str(), "%31[^:]:%d:%d", n, &intra, &inter) != 3 || intra < 1 || inter < 0) {
+    std::fprintf(stderr, "bench_training: %s=NAME:INTRA:INTER, e.g. weft_mlp:2:1\n", flag);
+    return false;
   }
-  if (std::string(name) == "weft_mlp") return print_step_times<mlp_problem, weft_mlp>(intra, inter), 0;
-  if (std::string(name) == "weft_lenet") return print_step_times<lenet_problem, weft_lenet>(intra, inter), 0;
-  std::fprintf(stderr, "bench_training: --step-times: unknown model '%s' (weft_mlp, weft_lenet)\n", name);
+  name = n;
+  return true;
+}
+
+int step_times(const std::string& spec) {
+  std::string name;
+  int intra = 0, inter = -1;
+  if (!parse_model_threads(spec, "--step-times", name, intra, inter)) return 2;
+  if (name == "weft_mlp") return print_step_times<mlp_problem, weft_mlp>(intra, inter), 0;
+  if (name == "weft_lenet") return print_step_times<lenet_problem, weft_lenet>(intra, inter), 0;
+  std::fprintf(stderr, "bench_training: --step-times: unknown model '%s' (weft_mlp, weft_lenet)\n", name.c_str());
   return 2;
 }
 
 int timeline(const std::string& spec) {
-  char name[32] = {};
+  std::string name;
   int intra = 0, inter = -1;
-  if (std::sscanf(spec.c_str(), "%31[^:]:%d:%d", name, &intra, &inter) != 3 || intra < 1 || inter < 0) {
-    std::fprintf(stderr, "bench_training: --timeline=NAME:INTRA:INTER, e.g. weft_mlp:2:2\n");
-    return 2;
-  }
-  if (std::string(name) == "weft_mlp") return print_timeline<mlp_problem, weft_mlp>(intra, inter), 0;
-  if (std::string(name) == "weft_mlp_bf16") return print_timeline<mlp_problem, weft_mlp_bf16>(intra, inter), 0;
-  if (std::string(name) == "weft_mlp_adam") return print_timeline<mlp_problem, weft_mlp_adam>(intra, inter), 0;
-  if (std::string(name) == "weft_mlp_mixed") return print_timeline<mlp_problem, weft_mlp_mixed>(intra, inter), 0;
-  if (std::string(name) == "weft_lenet") return print_timeline<lenet_problem, weft_lenet>(intra, inter), 0;
-  std::fprintf(stderr, "bench_training: --timeline: unknown model '%s' (weft_mlp, weft_mlp_bf16, weft_mlp_adam, weft_mlp_mixed, weft_lenet)\n", name);
+  if (!parse_model_threads(spec, "--timeline", name, intra, inter)) return 2;
+  if (name == "weft_mlp") return print_timeline<mlp_problem, weft_mlp>(intra, inter), 0;
+  if (name == "weft_mlp_bf16") return print_timeline<mlp_problem, weft_mlp_bf16>(intra, inter), 0;
+  if (name == "weft_mlp_adam") return print_timeline<mlp_problem, weft_mlp_adam>(intra, inter), 0;
+  if (name == "weft_mlp_mixed") return print_timeline<mlp_problem, weft_mlp_mixed>(intra, inter), 0;
+  if (name == "weft_lenet") return print_timeline<lenet_problem, weft_lenet>(intra, inter), 0;
+  std::fprintf(stderr, "bench_training: --timeline: unknown model '%s' (weft_mlp, weft_mlp_bf16, weft_mlp_adam, weft_mlp_mixed, weft_lenet)\n", name.c_str());
   return 2;
 }
 
