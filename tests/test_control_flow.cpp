@@ -3,7 +3,10 @@
 // in branches and with branches inside, on one and two threads, against host loops.
 #include "support/helpers.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -234,6 +237,53 @@ TEST_CASE("control flow: iterations in flight are bounded by parallel_iterations
       for (std::size_t k = 0; k < 64; ++k) entries += static_cast<double>(a[i * 64 + k]) * a[k * 64 + j];
   for (float r : results) CHECK(r == Approx(results[0]).epsilon(1e-5));
   CHECK(results[0] == Approx(40 * entries).epsilon(1e-4));
+}
+
+namespace {
+// Records how many run at once: each stays 20 ms.
+std::atomic<int> loop_probes_running{0}, loop_probes_most{0};
+struct loop_probe_kernel final : op_kernel {
+  explicit loop_probe_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const int now = ++loop_probes_running;
+    for (int most = loop_probes_most.load(); most < now && !loop_probes_most.compare_exchange_weak(most, now);) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    --loop_probes_running;
+    ctx.set_output(0, ctx.input(0));
+  }
+};
+const bool loop_probe_registered = [] {
+  register_op(op_def_builder("TestLoopProbe").input("x: float32").output("y: float32").stateful().shape_fn(ops::same_shape));
+  return register_cpu_kernel<loop_probe_kernel>("TestLoopProbe");
+}();
+}  // namespace
+
+TEST_CASE("control flow: parallel iterations run at once on the inter-op threads", "[control]") {
+  // Each iteration's body is a probe of 10,000 elements (neither cheap nor large): with two
+  // iterations in flight and an inter-op thread, two probes run at once; with one, never.
+  REQUIRE(loop_probe_registered);
+  for (std::int64_t parallel : {1, 2}) {
+    graph g;
+    loop_builder loop{g, "probes", parallel};
+    auto x = loop.invariant(g.constant(tensor::from_vector(std::vector<float>(10000, 1.0f), shape{10000})));
+    auto limit = loop.invariant(i64(g, 6));
+    auto one = loop.invariant(i64(g, 1));
+    auto axis = loop.invariant(g.constant(tensor::scalar(std::int32_t{0})));
+    auto out = loop.run({i64(g, 0), g.constant(tensor::scalar(0.0f))},
+                        [&](const std::vector<output>& v) { return g.op("Less", {v[0], limit}).out(0); },
+                        [&](const std::vector<output>& v) {
+                          auto s = g.op("Sum", {g.op("TestLoopProbe", {x}).out(0), axis}).out(0);
+                          return std::vector<output>{g.op("Add", {v[0], one}).out(0), g.op("Add", {v[1], s}).out(0)};
+                        });
+    session_options o;
+    o.inter_op_threads = 1;
+    o.intra_op_threads = 1;
+    session sess(g, o);
+    loop_probes_most = 0;
+    CHECK(sess.run({}, {out[1]})[0].scalar_value<float>() == 60000.0f);  // six sums of 10,000 ones
+    CHECK(loop_probes_most == parallel);
+  }
 }
 
 TEST_CASE("control flow: a failing node inside a loop aborts the step cleanly", "[control]") {

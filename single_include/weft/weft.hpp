@@ -14329,20 +14329,27 @@ class step final : rendezvous::receiver {
   }
 
   /// Out of line: the path with no inter-op pool stays short. One other node stays on this
-  /// thread, after the cheap ones, when it has nothing but cheap nodes to run: they take
+  /// thread, after the cheap ones, when it has nothing but cheap nodes outside control flow
+  /// to run: they take
   /// microseconds, and a hop to another thread moves the rest of the chain, whose inputs
   /// this core's caches hold (LeNet's backward pass ran 6 % slower on two threads when its
   /// first node came ready beside a cheap one and went to the inter-op thread:
   /// docs/benchmarks.md, session 67). The others go to the inter-op pool.
   [[gnu::noinline]] void place(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
+    // Control flow queued here leads to more work (a loop's next iteration), which the
+    // kept node would hold up: parallel iterations run at once only when it goes.
+    auto work_ahead = [&](const tagged_node& q) {
+      return q.large || q.kept || x_.nodes[static_cast<std::size_t>(q.id)].kind != flow::plain;
+    };
     bool only_cheap = inline_ready.size() <= 8;  // a longer queue is work enough for this thread
     if (only_cheap)
-      for (const tagged_node& q : inline_ready) only_cheap = only_cheap && !q.large && !q.kept;
+      for (const tagged_node& q : inline_ready) only_cheap = only_cheap && !work_ahead(q);
     std::optional<tagged_node> keep;
     for (tagged_node tn : ready) {
       const placement p = classify(tn);
       if (p == placement::cheap) {
         run_here(tn, inline_ready);
+        only_cheap = only_cheap && !work_ahead(tn);
       } else if (p == placement::large) {
         tn.large = true;
         if (take_large_turn(tn)) inline_ready.push_back(tn), only_cheap = false;
