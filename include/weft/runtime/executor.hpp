@@ -864,7 +864,8 @@ class step final : rendezvous::receiver {
   }
 
   /// How a ready node runs. Cheap (an op marked cheap, control flow, inputs of at most 4,096
-  /// elements): on the thread that made it ready, since a thread hop costs more than it.
+  /// elements, a variable's reference counting its value's): on the thread that made it
+  /// ready, since a thread hop costs more than it.
   /// Large (at least 32,768 elements, a synchronous kernel, a device with several intra-op
   /// threads): its kernel splits it across all of the device's threads, and two at once
   /// would run more threads than cores, so the step's large nodes run one at a time, each
@@ -875,8 +876,14 @@ class step final : rendezvous::receiver {
     const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
     if (xn.cheap || xn.kind != flow::plain) return placement::cheap;
     std::int64_t elements = 0;
-    for (int i = 0; i < xn.num_inputs; ++i)
-      elements += tn.iter->slots[static_cast<std::size_t>(xn.input_start + i)].value.num_elements();
+    // A variable's reference holds no value: the kernel reads the variable's (a weight whose
+    // gradient's product read it through its reference counted 1, and LeNet's input gradient
+    // of its 1568 x 128 layer, handed to the inter-op thread, took the backward pass there:
+    // docs/benchmarks.md, session 68).
+    for (int i = 0; i < xn.num_inputs; ++i) {
+      const entry& in = tn.iter->slots[static_cast<std::size_t>(xn.input_start + i)];
+      elements += in.ref && !in.value.valid() ? in.ref->num_elements() : in.value.num_elements();
+    }
     if (elements <= 4096) return placement::cheap;
     if (elements >= 32768 && !xn.kernel->is_async() && device_of(xn).num_threads() > 1) return placement::large;
     return placement::other;

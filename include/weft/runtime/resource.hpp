@@ -63,6 +63,12 @@ class resource_variable final : public resource_base {
       fail(error_code::failed_precondition, "variable '", name_, "' is read before it was initialized");
     return value_;
   }
+  /// The number of elements of the current value, 0 before one is assigned: what a kernel
+  /// that reads it will take (the executor's placement), without copying the value out.
+  std::int64_t num_elements() const {
+    std::shared_lock lock(mutex_);
+    return value_.valid() ? value_.num_elements() : 0;
+  }
   /// Replaces the value (readers keep the one they took).
   void assign(tensor v) {
     std::unique_lock lock(mutex_);
