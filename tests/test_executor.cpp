@@ -185,18 +185,41 @@ const bool probe_registered = [] {
   return register_cpu_kernel<probe_kernel>("TestProbe");
 }();
 
-// The most probes that ran at once in a few steps of three probes that are ready together.
-int most_probes_at_once(std::int64_t elements, int intra_op_threads) {
+// TestProbe reading a second input it does not use: a variable's value, through the
+// variable's reference.
+const bool probe_reading_registered = [] {
+  register_op(op_def_builder("TestProbeReading")
+                  .input("x: float32")
+                  .input("w: float32")
+                  .output("y: float32")
+                  .stateful()
+                  .shape_fn(ops::same_shape));
+  return register_cpu_kernel<probe_kernel>("TestProbeReading");
+}();
+
+// The most probes that ran at once in a few steps of three probes that are ready together:
+// TestProbe of `elements`, or with `through_variable` TestProbeReading of 10 elements and
+// a variable of `elements`.
+int most_probes_at_once(std::int64_t elements, int intra_op_threads, bool through_variable = false) {
   graph g;
-  auto& x = g.constant(tensor::from_vector(std::vector<float>(static_cast<std::size_t>(elements), 1.0f), shape{elements}));
+  const std::int64_t own = through_variable ? 10 : elements;
+  auto& x = g.constant(tensor::from_vector(std::vector<float>(static_cast<std::size_t>(own), 1.0f), shape{own}));
   auto& r = g.op("Identity", {x});
+  std::vector<endpoint> targets;
   std::vector<endpoint> probes;
-  for (int i = 0; i < 3; ++i) probes.push_back(g.op("TestProbe", {r}));
+  if (through_variable) {
+    output v = g.variable(dtype::float32, partial_shape({elements}), "v");
+    targets.push_back(g.op("Assign", {v, g.constant(tensor::filled(shape{elements}, 2.0f)).out(0)}));
+    for (int i = 0; i < 3; ++i) probes.push_back(g.op("TestProbeReading", {r.out(0), v}));
+  } else {
+    for (int i = 0; i < 3; ++i) probes.push_back(g.op("TestProbe", {r}));
+  }
   session_options o;
   o.inter_op_threads = 1;
   o.intra_op_threads = intra_op_threads;
   o.constant_folding.max_bytes = 0;
   session s(g, o);
+  if (!targets.empty()) s.run({}, {}, targets);
   probes_most = 0;
   for (int step = 0; step < 5 && probes_most < 2; ++step) s.run({}, probes);
   return probes_most;
@@ -214,40 +237,6 @@ TEST_CASE("large nodes of a step run one at a time where kernels split across th
   CHECK(most_probes_at_once(10000, 2) == 2);
 }
 
-namespace {
-// TestProbe reading a second input it does not use: a variable's value, through the
-// variable's reference.
-const bool probe_reading_registered = [] {
-  register_op(op_def_builder("TestProbeReading")
-                  .input("x: float32")
-                  .input("w: float32")
-                  .output("y: float32")
-                  .stateful()
-                  .shape_fn(ops::same_shape));
-  return register_cpu_kernel<probe_kernel>("TestProbeReading");
-}();
-
-// most_probes_at_once for three probes of 10 elements that read a variable of `elements`.
-int most_probes_reading_at_once(std::int64_t elements, int intra_op_threads) {
-  graph g;
-  auto& x = g.constant(tensor::from_vector(std::vector<float>(10, 1.0f), shape{10}));
-  auto& r = g.op("Identity", {x});
-  output v = g.variable(dtype::float32, partial_shape({elements}), "v");
-  auto& init = g.op("Assign", {v, g.constant(tensor::filled(shape{elements}, 2.0f)).out(0)});
-  std::vector<endpoint> probes;
-  for (int i = 0; i < 3; ++i) probes.push_back(g.op("TestProbeReading", {r.out(0), v}));
-  session_options o;
-  o.inter_op_threads = 1;
-  o.intra_op_threads = intra_op_threads;
-  o.constant_folding.max_bytes = 0;
-  session s(g, o);
-  s.run({}, {}, {init});
-  probes_most = 0;
-  for (int step = 0; step < 5 && probes_most < 2; ++step) s.run({}, probes);
-  return probes_most;
-}
-}  // namespace
-
 TEST_CASE("a node reading a variable is placed by the size of the variable's value") {
   REQUIRE(probe_reading_registered);
   // The probes' own input is 10 elements; each reads a variable of 40,000 through its
@@ -255,10 +244,10 @@ TEST_CASE("a node reading a variable is placed by the size of the variable's val
   // large, or on a device of one intra-op thread neither cheap nor large, so the inter-op
   // thread takes one while the calling thread runs another. Counted as one element (the
   // reference), they were cheap and ran one after another on one thread.
-  CHECK(most_probes_reading_at_once(40000, 1) == 2);
-  CHECK(most_probes_reading_at_once(40000, 2) == 1);
+  CHECK(most_probes_at_once(40000, 1, true) == 2);
+  CHECK(most_probes_at_once(40000, 2, true) == 1);
   // A small variable leaves them cheap.
-  CHECK(most_probes_reading_at_once(100, 1) == 1);
+  CHECK(most_probes_at_once(100, 1, true) == 1);
 }
 
 namespace {
