@@ -3,10 +3,7 @@
 // in branches and with branches inside, on one and two threads, against host loops.
 #include "support/helpers.hpp"
 
-#include <atomic>
-#include <chrono>
 #include <cmath>
-#include <thread>
 #include <string>
 #include <vector>
 
@@ -240,22 +237,9 @@ TEST_CASE("control flow: iterations in flight are bounded by parallel_iterations
 }
 
 namespace {
-// Records how many run at once: each stays 20 ms.
-std::atomic<int> loop_probes_running{0}, loop_probes_most{0};
-struct loop_probe_kernel final : op_kernel {
-  explicit loop_probe_kernel(const node&) {}
-  void compute(kernel_context& ctx) const override {
-    const int now = ++loop_probes_running;
-    for (int most = loop_probes_most.load(); most < now && !loop_probes_most.compare_exchange_weak(most, now);) {
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    --loop_probes_running;
-    ctx.set_output(0, ctx.input(0));
-  }
-};
 const bool loop_probe_registered = [] {
   register_op(op_def_builder("TestLoopProbe").input("x: float32").output("y: float32").stateful().shape_fn(ops::same_shape));
-  return register_cpu_kernel<loop_probe_kernel>("TestLoopProbe");
+  return register_cpu_kernel<test::concurrency_probe>("TestLoopProbe");
 }();
 }  // namespace
 
@@ -280,9 +264,9 @@ TEST_CASE("control flow: parallel iterations run at once on the inter-op threads
     o.inter_op_threads = 1;
     o.intra_op_threads = 1;
     session sess(g, o);
-    loop_probes_most = 0;
+    test::concurrency_probe::most = 0;
     CHECK(sess.run({}, {out[1]})[0].scalar_value<float>() == 60000.0f);  // six sums of 10,000 ones
-    CHECK(loop_probes_most == parallel);
+    CHECK(test::concurrency_probe::most == parallel);
   }
 }
 

@@ -167,22 +167,9 @@ TEST_CASE("a node ready beside cheap ones stays on the thread that made it ready
 }
 
 namespace {
-// Records how many probes run at once: each stays 20 ms.
-std::atomic<int> probes_running{0}, probes_most{0};
-struct probe_kernel final : op_kernel {
-  explicit probe_kernel(const node&) {}
-  void compute(kernel_context& ctx) const override {
-    const int now = ++probes_running;
-    for (int most = probes_most.load(); most < now && !probes_most.compare_exchange_weak(most, now);) {
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    --probes_running;
-    ctx.set_output(0, ctx.input(0));
-  }
-};
 const bool probe_registered = [] {
   register_op(op_def_builder("TestProbe").input("x: float32").output("y: float32").stateful().shape_fn(ops::same_shape));
-  return register_cpu_kernel<probe_kernel>("TestProbe");
+  return register_cpu_kernel<test::concurrency_probe>("TestProbe");
 }();
 
 // TestProbe reading a second input it does not use: a variable's value, through the
@@ -194,7 +181,7 @@ const bool probe_reading_registered = [] {
                   .output("y: float32")
                   .stateful()
                   .shape_fn(ops::same_shape));
-  return register_cpu_kernel<probe_kernel>("TestProbeReading");
+  return register_cpu_kernel<test::concurrency_probe>("TestProbeReading");
 }();
 
 // The most probes that ran at once in a few steps of three probes that are ready together:
@@ -220,9 +207,9 @@ int most_probes_at_once(std::int64_t elements, int intra_op_threads, bool throug
   o.constant_folding.max_bytes = 0;
   session s(g, o);
   if (!targets.empty()) s.run({}, {}, targets);
-  probes_most = 0;
-  for (int step = 0; step < 5 && probes_most < 2; ++step) s.run({}, probes);
-  return probes_most;
+  test::concurrency_probe::most = 0;
+  for (int step = 0; step < 5 && test::concurrency_probe::most < 2; ++step) s.run({}, probes);
+  return test::concurrency_probe::most;
 }
 }  // namespace
 

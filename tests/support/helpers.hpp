@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -123,6 +124,21 @@ void wait_until(F&& ready, const char* what) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
+
+// A kernel for tests of how many kernels run at once: it stays 20 ms and passes its first
+// input through; `most` records the most that ran at once (reset it before a run).
+struct concurrency_probe final : op_kernel {
+  static inline std::atomic<int> running{0}, most{0};
+  explicit concurrency_probe(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const int now = ++running;
+    for (int seen = most.load(); seen < now && !most.compare_exchange_weak(seen, now);) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    --running;
+    ctx.set_output(0, ctx.input(0));
+  }
+};
 
 // How many enqueues and dequeues wait on the queue `name` in container "" of s's resources
 // (none before a step has made the queue).

@@ -948,11 +948,10 @@ class step final : rendezvous::receiver {
 
   /// Out of line: the path with no inter-op pool stays short. One other node stays on this
   /// thread, after the cheap ones, when it has nothing but cheap nodes outside control flow
-  /// to run: they take
-  /// microseconds, and a hop to another thread moves the rest of the chain, whose inputs
-  /// this core's caches hold (LeNet's backward pass ran 6 % slower on two threads when its
-  /// first node came ready beside a cheap one and went to the inter-op thread:
-  /// docs/benchmarks.md, session 67). The others go to the inter-op pool.
+  /// to run: they take microseconds, and a hop to another thread moves the rest of the
+  /// chain, whose inputs this core's caches hold (LeNet's backward pass ran 6 % slower on
+  /// two threads when its first node came ready beside a cheap one and went to the inter-op
+  /// thread: docs/benchmarks.md, session 67). The others go to the inter-op pool.
   [[gnu::noinline]] void place(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
     // Control flow queued here leads to more work (a loop's next iteration), which the
     // kept node would hold up: parallel iterations run at once only when it goes.
