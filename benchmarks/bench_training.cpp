@@ -22,7 +22,9 @@
 // `bench_training --node-times=NAME[:THREADS]` (weft_mlp, weft_mlp_bf16, weft_mlp_adam, weft_mlp_mixed, weft_lenet) where a weft step's time goes,
 // node by node, `--timeline=NAME:INTRA:INTER` when and on which thread each node of one
 // step ran (and the call to run() from start to return), and `--step-times=NAME:INTRA:INTER`
-// (weft_mlp, weft_lenet) how the times of single steps spread, traced and not.
+// (weft_mlp, weft_lenet) how the times of single steps spread, traced and not, and
+// `--compare-nodes=NAME:INTRA:INTER:INTRA2:INTER2` (weft_mlp, weft_lenet) each node's time in
+// two sessions run in turn in one process (what the second thread gains, node by node).
 #include <weft/dsl.hpp>
 #include <weft/weft.hpp>
 
@@ -1033,6 +1035,71 @@ void print_step_times(int intra, int inter) {
   }
 }
 
+// --compare-nodes=NAME:INTRA:INTER:INTRA2:INTER2: two sessions of one model, each node's time
+// in each, in one process: runs of 10 traced steps of the first and of the second, in turn,
+// 40 runs each (after 20 untimed steps of each), so that both see the same load on this noisy
+// host; the order of the two runs swaps from one pair to the next (of two sessions with two
+// threads each, the one that ran second in every pair ran 3 to 5 % faster, even with the
+// same threads; with one thread each, level). Prints the median of each node's times that take 1 us or more in either (slowest in
+// the first first), the ratio first / second (a node's gain from the second's threads), the
+// sums of the nodes' medians, products (MatMul and the products folded with their output
+// pass or update) apart, and the median step from the call to run() to its return.
+template <class Problem, class Model>
+void print_compare_nodes(int intra1, int inter1, int intra2, int inter2) {
+  Problem p;
+  Model first(p, threads_options(intra1, inter1)), second(p, threads_options(intra2, inter2));
+  for (int i = 0; i < 20; ++i) first.step_only(), second.step_only();
+  std::map<std::string, std::vector<double>> us[2];  // node -> its times in the runs, us
+  std::vector<double> step_us[2];
+  for (int run = 0; run < 40; ++run)
+    for (int turn = 0; turn < 2; ++turn)
+      for (int i = 0, w = turn ^ (run & 1); i < 10; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        const auto nodes = (w == 0 ? first : second).traced_step();
+        step_us[w].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+        for (const auto& [node, ms] : nodes) us[w][node].push_back(ms * 1e3);
+      }
+  auto med = [](const std::vector<double>* v) { return v && !v->empty() ? median(*v) : 0.0; };
+  auto find = [](const std::map<std::string, std::vector<double>>& m, const std::string& node) {
+    const auto it = m.find(node);
+    return it == m.end() ? nullptr : &it->second;
+  };
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [node, v] : us[0]) rows.emplace_back(median(v), node);
+  for (const auto& [node, v] : us[1])
+    if (!us[0].count(node)) rows.emplace_back(0.0, node);
+  std::sort(rows.rbegin(), rows.rend());
+  double sum[2][2] = {};  // [session][product?]
+  std::printf("%10s %10s %7s  node (us: medians of %d:%d and %d:%d)\n", "first", "second", "ratio", intra1, inter1, intra2, inter2);
+  for (const auto& [a, node] : rows) {
+    const double b = med(find(us[1], node));
+    const bool product = node.rfind("MatMul ", 0) == 0 || node.rfind("_FusedMatMul", 0) == 0;
+    sum[0][product] += a, sum[1][product] += b;
+    if (a >= 1 || b >= 1) std::printf("%10.1f %10.1f %7.2f  %s\n", a, b, b > 0 ? a / b : 0.0, node.c_str());
+  }
+  const double all[2] = {sum[0][0] + sum[0][1], sum[1][0] + sum[1][1]};
+  std::printf("%10.1f %10.1f %7.2f  products\n", sum[0][1], sum[1][1], sum[0][1] / sum[1][1]);
+  std::printf("%10.1f %10.1f %7.2f  other nodes\n", sum[0][0], sum[1][0], sum[0][0] / sum[1][0]);
+  std::printf("%10.1f %10.1f %7.2f  all nodes\n", all[0], all[1], all[0] / all[1]);
+  std::printf("%10.1f %10.1f %7.2f  step, from the call to run() to its return\n", median(step_us[0]), median(step_us[1]),
+              median(step_us[0]) / median(step_us[1]));
+}
+
+int compare_nodes(const std::string& spec) {
+  char n[32] = {};
+  int intra1 = 0, inter1 = -1, intra2 = 0, inter2 = -1;
+  if (std::sscanf(spec.c_str(), "%31[^:]:%d:%d:%d:%d", n, &intra1, &inter1, &intra2, &inter2) != 5 || intra1 < 1 ||
+      inter1 < 0 || intra2 < 1 || inter2 < 0) {
+    std::fprintf(stderr, "bench_training: --compare-nodes=NAME:INTRA:INTER:INTRA2:INTER2, e.g. weft_mlp:1:0:2:1\n");
+    return 2;
+  }
+  const std::string name = n;
+  if (name == "weft_mlp") return print_compare_nodes<mlp_problem, weft_mlp>(intra1, inter1, intra2, inter2), 0;
+  if (name == "weft_lenet") return print_compare_nodes<lenet_problem, weft_lenet>(intra1, inter1, intra2, inter2), 0;
+  std::fprintf(stderr, "bench_training: --compare-nodes: unknown model '%s' (weft_mlp, weft_lenet)\n", name.c_str());
+  return 2;
+}
+
 // NAME:INTRA:INTER of --timeline and --step-times: false (after saying so) when it is not one.
 bool parse_model_threads(const std::string& spec, const char* flag, std::string& name, int& intra, int& inter) {
   char n[32] = {};
@@ -1118,6 +1185,8 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]).rfind(nodes_flag, 0) == 0) return node_times(argv[1] + nodes_flag.size());
   const std::string timeline_flag = "--timeline=";
   if (argc == 2 && std::string(argv[1]).rfind(timeline_flag, 0) == 0) return timeline(argv[1] + timeline_flag.size());
+  const std::string compare_flag = "--compare-nodes=";
+  if (argc == 2 && std::string(argv[1]).rfind(compare_flag, 0) == 0) return compare_nodes(argv[1] + compare_flag.size());
   const std::string step_times_flag = "--step-times=";
   if (argc == 2 && std::string(argv[1]).rfind(step_times_flag, 0) == 0) return step_times(argv[1] + step_times_flag.size());
   // glibc's malloc hands blocks of 128 KiB and more back to the kernel when they are freed
