@@ -1040,10 +1040,11 @@ void print_step_times(int intra, int inter) {
 // 40 runs each (after 20 untimed steps of each), so that both see the same load on this noisy
 // host; the order of the two runs swaps from one pair to the next (of two sessions with two
 // threads each, the one that ran second in every pair ran 3 to 5 % faster, even with the
-// same threads; with one thread each, level). Prints the median of each node's times that take 1 us or more in either (slowest in
-// the first first), the ratio first / second (a node's gain from the second's threads), the
-// sums of the nodes' medians, products (MatMul and the products folded with their output
-// pass or update) apart, and the median step from the call to run() to its return.
+// same threads; with one thread each, level). Prints the median of each node's times that
+// take 1 us or more in either (slowest in the first first), the ratio first / second (a
+// node's gain from the second's threads), the sums of the nodes' medians, products (MatMul
+// and the products folded with their output pass or update) apart, and the median step from
+// the call to run() to its return.
 template <class Problem, class Model>
 void print_compare_nodes(int intra1, int inter1, int intra2, int inter2) {
   Problem p;
