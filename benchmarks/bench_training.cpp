@@ -1060,10 +1060,10 @@ void print_compare_nodes(int intra1, int inter1, int intra2, int inter2) {
         step_us[w].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
         for (const auto& [node, ms] : nodes) us[w][node].push_back(ms * 1e3);
       }
-  auto med = [](const std::vector<double>* v) { return v && !v->empty() ? median(*v) : 0.0; };
-  auto find = [](const std::map<std::string, std::vector<double>>& m, const std::string& node) {
-    const auto it = m.find(node);
-    return it == m.end() ? nullptr : &it->second;
+  // A node's median in the second session, 0 where it did not run there.
+  auto in_second = [&](const std::string& node) {
+    const auto it = us[1].find(node);
+    return it == us[1].end() ? 0.0 : median(it->second);
   };
   std::vector<std::pair<double, std::string>> rows;
   for (const auto& [node, v] : us[0]) rows.emplace_back(median(v), node);
@@ -1073,7 +1073,7 @@ void print_compare_nodes(int intra1, int inter1, int intra2, int inter2) {
   double sum[2][2] = {};  // [session][product?]
   std::printf("%10s %10s %7s  node (us: medians of %d:%d and %d:%d)\n", "first", "second", "ratio", intra1, inter1, intra2, inter2);
   for (const auto& [a, node] : rows) {
-    const double b = med(find(us[1], node));
+    const double b = in_second(node);
     const bool product = node.rfind("MatMul ", 0) == 0 || node.rfind("_FusedMatMul", 0) == 0;
     sum[0][product] += a, sum[1][product] += b;
     if (a >= 1 || b >= 1) std::printf("%10.1f %10.1f %7.2f  %s\n", a, b, b > 0 ? a / b : 0.0, node.c_str());
