@@ -20,7 +20,7 @@
 // torch_lenet) instead measures, in this process alone, how much resident memory 10 steps
 // add to a model whose weights are already resident (VmHWM from /proc/self/status), and
 // `bench_training --node-times=NAME[:THREADS]` (weft_mlp, weft_mlp_bf16, weft_mlp_adam, weft_mlp_mixed, weft_lenet) where a weft step's time goes,
-// node by node, `--timeline=NAME:INTRA:INTER` when and on which thread each node of one
+// node by node, `--timeline=NAME:INTRA:INTER[:MIN_US]` when and on which thread each node of one
 // step ran (and the call to run() from start to return), and `--step-times=NAME:INTRA:INTER`
 // (weft_mlp, weft_lenet) how the times of single steps spread, traced and not, and
 // `--compare-nodes=NAME:INTRA:INTER:INTRA2:INTER2` (weft_mlp, weft_lenet) each node's time in
@@ -972,11 +972,12 @@ void print_node_times(int threads, double gemm_flops = 0) {
   std::printf("\n");
 }
 
-// --timeline=NAME:INTRA:INTER: the nodes of the fastest of 20 traced steps (after 5
-// untimed ones) that take 5 us or more, by start time: start and end (us since the step
-// started), the thread, the node; then each thread's busy time and the step's span.
+// --timeline=NAME:INTRA:INTER[:MIN_US]: the nodes of the fastest of 20 traced steps (after 5
+// untimed ones) that take MIN_US (5 by default; 0: every node) or more, by start time: start
+// and end (us since the step started), the thread, the node; then each thread's busy time
+// and the step's span.
 template <class Problem, class Model>
-void print_timeline(int intra, int inter) {
+void print_timeline(int intra, int inter, double min_us) {
   Problem p;
   Model m(p, threads_options(intra, inter));
   for (int i = 0; i < 5; ++i) m.step_only();
@@ -995,7 +996,7 @@ void print_timeline(int intra, int inter) {
   for (const auto& n : best) {
     const double us = static_cast<double>(n.end_ns - n.start_ns) / 1e3;
     busy[n.thread] += us;
-    if (us >= 5)
+    if (us >= min_us)
       std::printf("%8.1f %8.1f  thread %d  %s %s\n", static_cast<double>(n.start_ns) / 1e3, static_cast<double>(n.end_ns) / 1e3,
                   n.thread, n.op.c_str(), n.node.c_str());
   }
@@ -1125,12 +1126,26 @@ int step_times(const std::string& spec) {
 int timeline(const std::string& spec) {
   std::string name;
   int intra = 0, inter = -1;
-  if (!parse_model_threads(spec, "--timeline", name, intra, inter)) return 2;
-  if (name == "weft_mlp") return print_timeline<mlp_problem, weft_mlp>(intra, inter), 0;
-  if (name == "weft_mlp_bf16") return print_timeline<mlp_problem, weft_mlp_bf16>(intra, inter), 0;
-  if (name == "weft_mlp_adam") return print_timeline<mlp_problem, weft_mlp_adam>(intra, inter), 0;
-  if (name == "weft_mlp_mixed") return print_timeline<mlp_problem, weft_mlp_mixed>(intra, inter), 0;
-  if (name == "weft_lenet") return print_timeline<lenet_problem, weft_lenet>(intra, inter), 0;
+  double min_us = 5;
+  std::string threads = spec;
+  if (std::count(spec.begin(), spec.end(), ':') == 3) {  // a fourth field: the shortest node shown, in us
+    const std::size_t colon = spec.rfind(':');
+    threads = spec.substr(0, colon);
+    const char* first = spec.c_str() + colon + 1;
+    char* end = nullptr;
+    min_us = std::strtod(first, &end);
+    if (end == first || *end != '\0' || !(min_us >= 0)) {
+      std::fprintf(stderr, "bench_training: --timeline=NAME:INTRA:INTER[:MIN_US], MIN_US a number >= 0, e.g. weft_mlp:2:1:0\n");
+      return 2;
+    }
+  }
+  if (!parse_model_threads(threads, "--timeline", name, intra, inter))
+    return 2;
+  if (name == "weft_mlp") return print_timeline<mlp_problem, weft_mlp>(intra, inter, min_us), 0;
+  if (name == "weft_mlp_bf16") return print_timeline<mlp_problem, weft_mlp_bf16>(intra, inter, min_us), 0;
+  if (name == "weft_mlp_adam") return print_timeline<mlp_problem, weft_mlp_adam>(intra, inter, min_us), 0;
+  if (name == "weft_mlp_mixed") return print_timeline<mlp_problem, weft_mlp_mixed>(intra, inter, min_us), 0;
+  if (name == "weft_lenet") return print_timeline<lenet_problem, weft_lenet>(intra, inter, min_us), 0;
   std::fprintf(stderr, "bench_training: --timeline: unknown model '%s' (weft_mlp, weft_mlp_bf16, weft_mlp_adam, weft_mlp_mixed, weft_lenet)\n", name.c_str());
   return 2;
 }
