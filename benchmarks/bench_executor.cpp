@@ -1,5 +1,7 @@
 // Executor overhead: 10,000 trivial scalar nodes as a chain and as a fan-out, one thread.
-// Reported as ns per node (items_per_second inverted in docs/benchmarks.md).
+// Reported as ns per node (items_per_second inverted in docs/benchmarks.md). And the
+// intra-op pool's own cost: a split kernel's job of empty blocks on two threads, and the
+// count an executor thread keeps around a kernel (intra_op_pool::busy_scope).
 #include <weft/weft.hpp>
 
 #include <benchmark/benchmark.h>
@@ -50,5 +52,41 @@ static void BM_chain_add(benchmark::State& state) {
   run_graph(state, g, {cur}, {}, n);
 }
 BENCHMARK(BM_chain_add)->Unit(benchmark::kMicrosecond);
+
+// One job of state.range(0) empty blocks on a pool of two threads (the caller and one
+// worker), job after job: the worker spins between them, as between a step's kernels. What
+// splitting a kernel costs beyond its work: posting the job, the worker's claims, the wait
+// for its last block.
+static void BM_intra_op_job(benchmark::State& state) {
+  intra_op_pool pool(2);
+  const std::int64_t blocks = state.range(0);
+  std::atomic<std::int64_t> ran{0};
+  for (auto _ : state) pool.run(blocks, [&](std::int64_t) { ran.fetch_add(1, std::memory_order_relaxed); });
+  if (ran.load() != blocks * static_cast<std::int64_t>(state.iterations())) state.SkipWithError("a block did not run");
+  state.counters["ns_per_job"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_intra_op_job)->Arg(2)->Arg(8)->Unit(benchmark::kMicrosecond);
+
+// The executor's count of a kernel's thread in its device's pool (busy_scope, around every
+// kernel that may run beside others when there are inter-op threads): two atomic updates of
+// a line that the pool's spinning worker reads. A job before each batch keeps the worker
+// spinning.
+static void BM_busy_scope(benchmark::State& state) {
+  intra_op_pool pool(2);
+  constexpr int batch = 256;
+  for (auto _ : state) {
+    state.PauseTiming();
+    pool.run(2, [](std::int64_t) {});
+    state.ResumeTiming();
+    for (int i = 0; i < batch; ++i) {
+      intra_op_pool::busy_scope busy(pool);
+      benchmark::ClobberMemory();
+    }
+  }
+  state.counters["ns_per_scope"] = benchmark::Counter(static_cast<double>(state.iterations()) * batch,
+                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_busy_scope)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();
