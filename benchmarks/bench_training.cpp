@@ -478,6 +478,29 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Where the host has placed the two CPUs, in brief (BM_cross_core_write in full): the median
+// of `trials` times of writing 256 KiB on cpus[0] just after a thread on cpus[1] has read it,
+// in us: tens where the two share no cache, a few where they do. The calling thread ends on
+// all of `cpus` again.
+double cross_core_write_probe(const std::vector<int>& cpus, int trials = 5) {
+  std::vector<std::uint32_t> buffer(128 * 512, 1);
+  std::vector<double> us;
+  pin_to({cpus[0]});
+  for (int i = 0; i < trials; ++i) {
+    std::uint32_t sum = 0;
+    std::thread([&] {
+      pin_to({cpus[1]});
+      for (std::uint32_t x : buffer) sum += x;
+    }).join();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t j = 0; j < buffer.size(); ++j) buffer[j] = sum + static_cast<std::uint32_t>(j);
+    benchmark::ClobberMemory();
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  pin_to(cpus);
+  return median(us);
+}
+
 // What the second thread gives the MLP step, on a machine shared with others: the step on
 // one thread and on two (2 intra-op, 1 inter-op), two sessions in one process, their steps
 // alternated in runs of 10, each step timed. A moment of contention on the host (a core
@@ -493,7 +516,12 @@ double median(std::vector<double> v) {
 // time (another guest on its core) slows the two-thread step, whose halves wait for the
 // slower core, more than the one-thread step: a run with a spread well above 1 measured the
 // host as much as the code (a spread near 1 does not make a run quiet: the host may load
-// both cores alike).
+// both cores alike). After each pinned run, cross_core_write_probe says where the host had
+// the two CPUs then: `cross_core_write_us` is the probes' median, and the gain is also split
+// by it, `gain_apart` over the rounds (a one-thread, a two-thread and a pinned run) whose
+// probe took 20 us or more (the CPUs sharing no cache: 38 to 47 us on this project's VM)
+// and `gain_near` over the others (3 to 11 us), with `apart_share` the share of rounds
+// apart (a counter is left out when no round had its placement).
 void BM_weft_mlp_second_thread(benchmark::State& state) {
   mlp_problem p;
   weft_mlp one(p, threads_options(1, 0)), two(p, threads_options(2, 1));
@@ -502,7 +530,7 @@ void BM_weft_mlp_second_thread(benchmark::State& state) {
   const bool spread = cpus.size() == 2;
   const int kinds = spread ? 3 : 2;
   constexpr int run = 10;
-  std::vector<double> times[2], medians[2], fastest[2], pinned[2];
+  std::vector<double> times[2], medians[2], fastest[2], pinned[2], probes;
   std::vector<double> current;
   int i = 0;
   for (auto _ : state) {
@@ -515,7 +543,11 @@ void BM_weft_mlp_second_thread(benchmark::State& state) {
     if (kind == 2) pinned[r / kinds % 2].push_back(ms);
     else times[kind].push_back(ms);
     if (++i % run == 0) {
-      if (kind == 2) pin_to(cpus);
+      if (kind == 2) {
+        state.PauseTiming();
+        probes.push_back(cross_core_write_probe(cpus));  // and unpins
+        state.ResumeTiming();
+      }
       std::sort(current.begin(), current.end());
       if (kind < 2) medians[kind].push_back(current[run / 2]), fastest[kind].push_back(current.front());
       current.clear();
@@ -534,6 +566,16 @@ void BM_weft_mlp_second_thread(benchmark::State& state) {
   if (spread && !pinned[0].empty() && !pinned[1].empty()) {
     const double a = median(pinned[0]), b = median(pinned[1]);
     state.counters["cpu_spread"] = std::max(a, b) / std::min(a, b);
+  }
+  if (!probes.empty()) {
+    std::vector<double> near, apart;  // the rounds' gains by placement
+    for (std::size_t r = 0; r < std::min({medians[0].size(), medians[1].size(), probes.size()}); ++r)
+      (probes[r] >= 20 ? apart : near).push_back(medians[0][r] / medians[1][r]);
+    state.counters["cross_core_write_us"] = median(probes);
+    if (!near.empty()) state.counters["gain_near"] = median(near);
+    if (!apart.empty()) state.counters["gain_apart"] = median(apart);
+    if (!near.empty() || !apart.empty())
+      state.counters["apart_share"] = static_cast<double>(apart.size()) / static_cast<double>(near.size() + apart.size());
   }
 }
 
