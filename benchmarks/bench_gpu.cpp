@@ -1,8 +1,9 @@
 // GPU benchmarks (issue 28), each against its baseline in the same run, on GPU:0:
 //   BM_matmul_session / BM_matmul_cublas   MatMul through a session against cublasGemmEx called
-//                                          directly, n x n, float32 (0) and bfloat16 (1), each
-//                                          call waited for (1) or pipelined, a wait every 64
-//                                          calls (0) (goal >= 0.95)
+//     / BM_matmul_cublaslt                 directly (goal >= 0.95) and cuBLASLt with a kept plan
+//                                          (the session's path), n x n, float32 (0) and
+//                                          bfloat16 (1), each call waited for (1) or pipelined,
+//                                          a wait every 64 calls and after the last (0)
 //   BM_copy / BM_fused_chain / BM_unfused_chain
 //                                          a plain device-to-device copy of 2^28 floats (the
 //                                          memory bandwidth), an 8-op elementwise chain as one
@@ -62,6 +63,24 @@ output gpu_variable(graph& g, dtype t, std::vector<std::int64_t> dims, float val
   return v;
 }
 
+// Times `once` (a product on gpu's compute stream) as BM_matmul_session times a step: each
+// call waited for (range 2 = 1) or a wait every 64 calls and after the last, in the timing
+// (a wait after the loop would leave up to 63 calls untimed: at 8192, 50 TFLOP/s read 80).
+template <class F>
+void time_products(benchmark::State& state, const cuda::gpu_device& gpu, F&& once) {
+  const std::int64_t n = state.range(0);
+  once();
+  gpu.synchronize();
+  const bool synced = state.range(2) != 0;
+  std::int64_t i = 0;
+  for (auto _ : state) {
+    once();
+    if (++i % 64 == 0 || synced || i == static_cast<std::int64_t>(state.max_iterations)) gpu.synchronize();
+  }
+  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(n) * double(n) * double(n) * 1e-12,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void BM_matmul_session(benchmark::State& state) {
   const std::int64_t n = state.range(0);
   const dtype t = dtype_arg(state.range(1));
@@ -72,18 +91,7 @@ void BM_matmul_session(benchmark::State& state) {
   const node& mm = g.op("MatMul", {a, b});
   session s(g, one_gpu());
   s.run(inits);
-  const auto& gpu = gpu_of_session(s);
-  s.run({mm});
-  gpu.synchronize();
-  const bool synced = state.range(2) != 0;
-  std::int64_t i = 0;
-  for (auto _ : state) {
-    s.run({mm});
-    if (synced || ++i % 64 == 0) gpu.synchronize();
-  }
-  gpu.synchronize();
-  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(n) * double(n) * double(n) * 1e-12,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  time_products(state, gpu_of_session(s), [&] { s.run({mm}); });
 }
 
 void BM_matmul_cublas(benchmark::State& state) {
@@ -92,18 +100,36 @@ void BM_matmul_cublas(benchmark::State& state) {
   const cuda::gpu_device gpu(0, 1);
   const tensor a(t, shape{n, n}, gpu.get_allocator()), b(t, shape{n, n}, gpu.get_allocator());
   tensor c(t, shape{n, n}, gpu.get_allocator());
-  auto once = [&] { cuda::gemm(gpu, t, false, false, n, n, n, a.raw_data(), n, b.raw_data(), n, c.raw_data()); };
-  once();
-  gpu.synchronize();
-  const bool synced = state.range(2) != 0;
-  std::int64_t i = 0;
-  for (auto _ : state) {
-    once();
-    if (synced || ++i % 64 == 0) gpu.synchronize();
+  // As a user of cuBLAS writes it: C^T = B^T A^T in column-major terms, float32 accumulation.
+  const cudaDataType_t type = cuda::cuda_type_of(t);
+  const float one = 1, zero = 0;
+  const int N = static_cast<int>(n);
+  auto once = [&] {
+    cuda::check(cublasGemmEx(gpu.blas(), CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, b.raw_data(), type, N, a.raw_data(), type,
+                             N, &zero, c.raw_data(), type, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                "cublasGemmEx");
+  };
+  time_products(state, gpu, once);
+}
+
+// The same product through cuBLASLt with the algorithm its heuristics chose once, as a
+// caller who keeps a plan does (cuda::lt_plan, a thin wrapper over the cuBLASLt calls), with
+// the device's 32 MiB workspace: the session's MatMul takes this path.
+void BM_matmul_cublaslt(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  const dtype t = dtype_arg(state.range(1));
+  const cuda::gpu_device gpu(0, 1);
+  const tensor a(t, shape{n, n}, gpu.get_allocator()), b(t, shape{n, n}, gpu.get_allocator());
+  tensor c(t, shape{n, n}, gpu.get_allocator());
+  const float one = 1, zero = 0;
+  const cuda::lt_geometry geometry{cuda::cuda_type_of(t), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, n, n, 1, 0, 0, 0, 256};
+  const std::lock_guard lock(gpu.library_mutex());
+  const cuda::lt_plan* plan = gpu.lt_plan_for(geometry);
+  if (!plan) {
+    state.SkipWithError("cuBLASLt has no algorithm for this product");
+    return;
   }
-  gpu.synchronize();
-  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(n) * double(n) * double(n) * 1e-12,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  time_products(state, gpu, [&] { gpu.run_lt(*plan, &one, b.raw_data(), a.raw_data(), &zero, c.raw_data()); });
 }
 
 constexpr std::int64_t chain_elements = std::int64_t(1) << 28;
@@ -412,7 +438,15 @@ void print_host_costs() {
            sync);
   const tensor a(dtype::bfloat16, shape{1024, 1024}, gpu.get_allocator()), b(dtype::bfloat16, shape{1024, 1024}, gpu.get_allocator());
   tensor c(dtype::bfloat16, shape{1024, 1024}, gpu.get_allocator());
-  per_call("cuda::gemm, bfloat16 1024 (cublasGemmEx)", 2000,
+  const float one_f = 1, zero_f = 0;
+  per_call("cublasGemmEx, bfloat16 1024 (called directly)", 2000,
+           [&] {
+             (void)cublasGemmEx(gpu.blas(), CUBLAS_OP_N, CUBLAS_OP_N, 1024, 1024, 1024, &one_f, b.raw_data(), CUDA_R_16BF,
+                                1024, a.raw_data(), CUDA_R_16BF, 1024, &zero_f, c.raw_data(), CUDA_R_16BF, 1024,
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+           },
+           sync);
+  per_call("cuda::gemm, bfloat16 1024 (cuBLASLt, its plan kept)", 2000,
            [&] { cuda::gemm(gpu, dtype::bfloat16, false, false, 1024, 1024, 1024, a.raw_data(), 1024, b.raw_data(), 1024, c.raw_data()); },
            sync);
   {
@@ -449,6 +483,7 @@ void print_host_costs() {
 
 BENCHMARK(BM_matmul_session)->ArgsProduct({{1024, 2048, 4096, 8192}, {0, 1}, {1, 0}})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_matmul_cublas)->ArgsProduct({{1024, 2048, 4096, 8192}, {0, 1}, {1, 0}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_matmul_cublaslt)->ArgsProduct({{1024, 2048, 4096, 8192}, {0, 1}, {1, 0}})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_copy)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_fused_chain)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_unfused_chain)->UseRealTime()->Unit(benchmark::kMillisecond);

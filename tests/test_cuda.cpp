@@ -516,6 +516,71 @@ TEST_CASE("long reductions against few outputs, split across threads, match the 
   }
 }
 
+TEST_CASE("cuBLASLt products at any alignment, transposed, in strided batches with a broadcast operand, match a naive loop", "[gpu]") {
+  const cuda::gpu_device gpu(0, 1);
+  const std::int64_t m = 5, n = 7, k = 9, batch = 3;
+  // Small integers: every product and sum is exact in each dtype, so the results compare exactly.
+  auto store = [](dtype t, void* p, std::int64_t i, double v) {
+    switch (t) {
+      case dtype::float64: static_cast<double*>(p)[i] = v; break;
+      case dtype::float32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+      case dtype::float16: static_cast<weft::half*>(p)[i] = weft::half(static_cast<float>(v)); break;
+      default: static_cast<bfloat16*>(p)[i] = bfloat16(static_cast<float>(v)); break;
+    }
+  };
+  auto load = [](dtype t, const void* p, std::int64_t i) {
+    switch (t) {
+      case dtype::float64: return static_cast<const double*>(p)[i];
+      case dtype::float32: return double(static_cast<const float*>(p)[i]);
+      case dtype::float16: return double(static_cast<float>(static_cast<const weft::half*>(p)[i]));
+      default: return double(static_cast<float>(static_cast<const bfloat16*>(p)[i]));
+    }
+  };
+  std::mt19937 rng(5);
+  for (dtype t : {dtype::float32, dtype::bfloat16, dtype::float16, dtype::float64})
+    for (std::int64_t offset : {0, 1})  // one element past the allocator's alignment: 2 to 8 bytes
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (bool broadcast : {false, true}) {
+            INFO(t << " offset " << offset << " transpose_a " << ta << " transpose_b " << tb << " broadcast " << broadcast);
+            const std::int64_t a_batches = broadcast ? 1 : batch, size = static_cast<std::int64_t>(size_of(t));
+            std::vector<double> av(static_cast<std::size_t>(a_batches * m * k)), bv(static_cast<std::size_t>(batch * k * n));
+            for (double& v : av) v = double(rng() % 5) - 2;
+            for (double& v : bv) v = double(rng() % 5) - 2;
+            auto on_device = [&](const std::vector<double>& v) {
+              const std::int64_t count = static_cast<std::int64_t>(v.size()) + offset;
+              std::vector<char> host(static_cast<std::size_t>(count * size));
+              for (std::size_t i = 0; i < v.size(); ++i) store(t, host.data(), static_cast<std::int64_t>(i) + offset, v[i]);
+              tensor d(t, shape{count}, gpu.get_allocator());
+              cuda::check(cudaMemcpy(d.raw_data(), host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+              return d;
+            };
+            const tensor a = on_device(av), b = on_device(bv);
+            tensor c(t, shape{batch * m * n + offset}, gpu.get_allocator());
+            auto at = [&](const tensor& x) { return static_cast<char*>(x.raw_data()) + offset * size; };
+            for (int twice = 0; twice < 2; ++twice) {  // the second call takes the kept plan
+              cuda::check(cudaMemset(c.raw_data(), 0, c.bytes()), "cudaMemset");
+              cuda::gemm(gpu, t, ta, tb, m, n, k, at(a), ta ? m : k, at(b), tb ? k : n, at(c), batch, broadcast ? 0 : m * k,
+                         k * n, m * n);
+              gpu.synchronize();
+              std::vector<char> out(static_cast<std::size_t>(c.bytes()));
+              cuda::check(cudaMemcpy(out.data(), c.raw_data(), out.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+              int wrong = 0;
+              for (std::int64_t p = 0; p < batch; ++p)
+                for (std::int64_t i = 0; i < m; ++i)
+                  for (std::int64_t j = 0; j < n; ++j) {
+                    double want = 0;
+                    const std::int64_t pa = broadcast ? 0 : p;
+                    for (std::int64_t l = 0; l < k; ++l)
+                      want += av[static_cast<std::size_t>(pa * m * k + (ta ? l * m + i : i * k + l))] *
+                              bv[static_cast<std::size_t>(p * k * n + (tb ? j * k + l : l * n + j))];
+                    wrong += load(t, out.data(), offset + (p * m + i) * n + j) != want;
+                  }
+              CHECK(wrong == 0);
+            }
+          }
+}
+
 TEST_CASE("the GPU's caching allocator under many sizes, and its out-of-memory error", "[gpu]") {
   cuda::gpu_device gpu(0, 1, std::size_t(256) << 20);
   const std::size_t before = gpu.memory_stats().bytes_in_use;  // the process's allocator: other cases' tensors too

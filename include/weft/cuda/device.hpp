@@ -21,6 +21,7 @@
 /// list their cases without a driver).
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -229,6 +230,98 @@ inline bfc_allocator& gpu_memory(int ordinal) {
   return *a;
 }
 
+/// One matrix product's geometry, as cuBLASLt's column-major call sees it (the row-major
+/// product C = op(A) op(B) is C^T = op(B)^T op(A)^T): the key of a kept plan.
+struct lt_geometry {
+  cudaDataType_t type;                ///< the operands' and the result's type
+  cublasOperation_t op_first;         ///< op(B)^T's transpose
+  cublasOperation_t op_second;        ///< op(A)^T's transpose
+  std::int64_t rows;                  ///< the result's rows (N)
+  std::int64_t cols;                  ///< the result's columns (M)
+  std::int64_t inner;                 ///< the inner dim (K)
+  std::int64_t ld_first;              ///< the stored rows' length of B
+  std::int64_t ld_second;             ///< the stored rows' length of A
+  std::int64_t batch;                 ///< strided batches (1: one product)
+  std::int64_t stride_first;          ///< B's batch stride in elements (0 for one product)
+  std::int64_t stride_second;         ///< A's batch stride in elements (0 for one product)
+  std::int64_t stride_result;         ///< the result's batch stride in elements (0 for one product)
+  std::uint32_t alignment;            ///< the pointers' and strides' common alignment in bytes (at most 256)
+  /// Geometries order member by member (a map's key).
+  auto operator<=>(const lt_geometry&) const = default;
+};
+
+/// cuBLASLt's descriptors of one geometry and the algorithm its heuristics chose for it,
+/// asked once (the heuristics cost microseconds of host time a call inside cublasGemmEx).
+/// usable() is false where cuBLASLt offers no algorithm: the caller takes cublasGemmEx.
+class lt_plan {
+ public:
+  /// The plan of geometry `g` with at most `workspace_bytes` of workspace.
+  lt_plan(cublasLtHandle_t lt, const lt_geometry& g, std::size_t workspace_bytes) {
+    const bool f64 = g.type == CUDA_R_64F;
+    check(cublasLtMatmulDescCreate(&op_, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, f64 ? CUDA_R_64F : CUDA_R_32F),
+          "cublasLtMatmulDescCreate");
+    check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &g.op_first, sizeof g.op_first),
+          "cublasLtMatmulDescSetAttribute");
+    check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &g.op_second, sizeof g.op_second),
+          "cublasLtMatmulDescSetAttribute");
+    // The stored matrices, column-major: B^T is rows x inner (transposed: inner x rows), A^T
+    // inner x cols (cols x inner), the result rows x cols.
+    const bool t1 = g.op_first == CUBLAS_OP_T, t2 = g.op_second == CUBLAS_OP_T;
+    layout(first_, g.type, t1 ? g.inner : g.rows, t1 ? g.rows : g.inner, g.ld_first, g.batch, g.stride_first);
+    layout(second_, g.type, t2 ? g.cols : g.inner, t2 ? g.inner : g.cols, g.ld_second, g.batch, g.stride_second);
+    layout(result_, g.type, g.rows, g.cols, g.rows, g.batch, g.stride_result);
+    cublasLtMatmulPreference_t pref = nullptr;
+    check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    const std::uint64_t bytes = workspace_bytes;
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes);
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulPreferenceSetAttribute(pref, attr, &g.alignment, sizeof g.alignment);
+    cublasLtMatmulHeuristicResult_t found{};
+    int count = 0;
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulAlgoGetHeuristic(lt, op_, first_, second_, result_, result_, pref, 1, &found, &count);
+    (void)cublasLtMatmulPreferenceDestroy(pref);
+    usable_ = s == CUBLAS_STATUS_SUCCESS && count > 0 && found.state == CUBLAS_STATUS_SUCCESS;
+    if (usable_) algo_ = found.algo;
+  }
+  lt_plan(const lt_plan&) = delete;
+  lt_plan& operator=(const lt_plan&) = delete;
+  ~lt_plan() {
+    for (cublasLtMatrixLayout_t l : {first_, second_, result_})
+      if (l) (void)cublasLtMatrixLayoutDestroy(l);
+    if (op_) (void)cublasLtMatmulDescDestroy(op_);
+  }
+
+  /// Whether cuBLASLt has an algorithm for the geometry.
+  bool usable() const noexcept { return usable_; }
+  /// Enqueues result = alpha op(first) op(second) + beta result on `stream` (column-major).
+  void run(cublasLtHandle_t lt, const void* alpha, const void* first, const void* second, const void* beta, void* result,
+           void* workspace, std::size_t workspace_bytes, cudaStream_t stream) const {
+    check(cublasLtMatmul(lt, op_, alpha, first, first_, second, second_, beta, result, result_, result, result_, &algo_,
+                         workspace, workspace_bytes, stream),
+          "cublasLtMatmul");
+  }
+
+ private:
+  static void layout(cublasLtMatrixLayout_t& l, cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                     std::int64_t batch, std::int64_t stride) {
+    check(cublasLtMatrixLayoutCreate(&l, type, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols), ld),
+          "cublasLtMatrixLayoutCreate");
+    if (batch == 1) return;
+    const auto count = static_cast<std::int32_t>(batch);
+    check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+          "cublasLtMatrixLayoutSetAttribute");
+    check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+          "cublasLtMatrixLayoutSetAttribute");
+  }
+
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, result_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  bool usable_ = false;
+};
+
 /// A GPU as a weft device: its memory through a BFC allocator, a compute stream and streams
 /// for transfers, cuBLAS and cuDNN handles, a host device for host-side kernels, and the
 /// slots kernels report bad input in.
@@ -261,6 +354,9 @@ class gpu_device final : public device {
     (void)cudaSetDevice(ordinal_);
     (void)cudaDeviceSynchronize();
     if (dnn_) (void)cudnnDestroy(dnn_);
+    lt_plans_.clear();
+    lt_workspace_ = tensor();
+    if (lt_) (void)cublasLtDestroy(lt_);
     (void)cublasDestroy(blas_);
   }
 
@@ -361,6 +457,35 @@ class gpu_device final : public device {
     });
     return dnn_;
   }
+  /// The plan of a matrix product's geometry through cuBLASLt, made on first use (the handle
+  /// and a workspace of lt_workspace_limit bytes of this device's memory with it, none where
+  /// that memory is short); null where cuBLASLt has no algorithm for it. Hold
+  /// library_mutex(); a plan lives as long as the device, or until 4,096 others are kept.
+  const lt_plan* lt_plan_for(const lt_geometry& g) const {
+    if (!lt_) {
+      const current_device here(ordinal_);
+      check(cublasLtCreate(&lt_), "cublasLtCreate");
+      try {
+        lt_workspace_ = tensor(dtype::uint8, shape{static_cast<std::int64_t>(lt_workspace_limit)}, get_allocator());
+      } catch (const error&) {
+        // No room for a workspace: cuBLASLt picks among the algorithms that need none.
+      }
+    }
+    auto found = lt_plans_.find(g);
+    if (found == lt_plans_.end()) {
+      if (lt_plans_.size() >= 4096) lt_plans_.clear();
+      found = lt_plans_.emplace(g, std::make_unique<lt_plan>(lt_, g, lt_workspace_.bytes())).first;
+    }
+    return found->second->usable() ? found->second.get() : nullptr;
+  }
+  /// Runs `plan` (from lt_plan_for) on the compute stream with the workspace. Hold library_mutex().
+  void run_lt(const lt_plan& plan, const void* alpha, const void* first, const void* second, const void* beta,
+              void* result) const {
+    plan.run(lt_, alpha, first, second, beta, result, lt_workspace_.bytes() ? lt_workspace_.raw_data() : nullptr,
+             lt_workspace_.bytes(), compute_.get());
+  }
+  /// The cuBLASLt workspace a device asks for: 32 MiB, what NVIDIA advises for Hopper.
+  static constexpr std::size_t lt_workspace_limit = std::size_t(32) << 20;
   /// Held while the cuBLAS or cuDNN handle is used (library_call).
   std::mutex& library_mutex() const noexcept { return library_mutex_; }
   /// Waits for every kernel and copy enqueued so far; reports a kernel's failure.
@@ -405,6 +530,9 @@ class gpu_device final : public device {
   mutable cudnnHandle_t dnn_ = nullptr;
   mutable std::once_flag dnn_once_;
   mutable std::mutex library_mutex_;
+  mutable cublasLtHandle_t lt_ = nullptr;                                 ///< under library_mutex_
+  mutable tensor lt_workspace_;                                           ///< under library_mutex_
+  mutable std::map<lt_geometry, std::unique_ptr<lt_plan>> lt_plans_;    ///< under library_mutex_
 };
 
 /// The GPU of a kernel's context (a GPU kernel runs only on one), made the calling thread's

@@ -769,6 +769,17 @@ inline void gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_
   const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+  // cuBLASLt with the algorithm chosen once for this geometry; cublasGemmEx where it has none.
+  auto align = [](std::uintptr_t v) { return static_cast<std::uint32_t>(v == 0 ? 256 : std::min<std::uintptr_t>(v & (~v + 1), 256)); };
+  const std::size_t size = size_of(t);
+  const auto address = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  std::uint32_t alignment = std::min({align(address(a)), align(address(b)), align(address(c))});
+  if (batch > 1)
+    for (std::int64_t stride : {stride_a, stride_b, stride_c})
+      alignment = std::min(alignment, align(static_cast<std::uintptr_t>(stride) * size));
+  const lt_geometry geometry{type, op_b, op_a, n, m, k, ldb, lda, batch, batch > 1 ? stride_b : 0,
+                             batch > 1 ? stride_a : 0, batch > 1 ? stride_c : 0, alignment};
+  if (const lt_plan* plan = g.lt_plan_for(geometry)) return g.run_lt(*plan, alpha, b, a, beta, c);
   if (batch == 1) {
     check(cublasGemmEx(g.blas(), op_b, op_a, N, M, K, alpha, b, type, static_cast<int>(ldb), a, type,
                        static_cast<int>(lda), beta, c, type, N, compute, CUBLAS_GEMM_DEFAULT),
