@@ -15,7 +15,8 @@
 //                                          1024, on the GPU
 //   BM_lenet_step                          bench_training's LeNet's Adam step, batch 128 and 1024
 // `bench_gpu --node-times` instead prints where the MLP's and LeNet's steps spend their time,
-// `bench_gpu --host-costs` the host's time a call of what a GPU node does.
+// `bench_gpu --host-costs` the host's time a call of what a GPU node does, `bench_gpu
+// --conv-algos` cuDNN's algorithms for LeNet's convolutions, listed by its heuristics and timed.
 //   BM_executor_overhead                   a chain of 64 scalar GPU Adds: time per node
 //   BM_gpu_loop                            a while loop with its body on the GPU: time per iteration
 // Without a GPU it says so and exits 0. Time is wall time with the device synchronized
@@ -479,6 +480,61 @@ void print_host_costs() {
   }
 }
 
+// `bench_gpu --conv-algos`: for LeNet's two convolutions at batch 128, in float32 and
+// bfloat16, each pass in NHWC and NCHW: the algorithm cuDNN's heuristics list first and
+// cuDNN's timing of each algorithm (cudnnFind*), fastest first, with its workspace and math.
+// A convolution's plan takes the heuristics' first that fits (WEFT_CUDNN_AUTOTUNE=1: the
+// fastest timed one). Written after the last GPU run: not yet run on a GPU.
+template <class Perf>
+void print_algorithms(const char* what, const Perf* heuristic, int heuristics, const Perf* timed, int timings) {
+  std::printf("    %-16s heuristics' first: %d;", what, heuristics > 0 ? static_cast<int>(heuristic[0].algo) : -1);
+  std::printf(" timed:");
+  for (int i = 0; i < timings; ++i)
+    if (timed[i].status == CUDNN_STATUS_SUCCESS)
+      std::printf(" %d %.4f ms (%zu B, math %d)", static_cast<int>(timed[i].algo), timed[i].time, timed[i].memory,
+                  static_cast<int>(timed[i].mathType));
+  std::printf("\n");
+}
+
+void print_conv_algorithms() {
+  const cuda::gpu_device gpu(0, 1);
+  struct conv_case {
+    const char* name;
+    shape x, f;
+  };
+  const std::vector<conv_case> convs{{"conv1 128x28x28x1 * 5x5x1x16", {128, 28, 28, 1}, {5, 5, 1, 16}},
+                                     {"conv2 128x14x14x16 * 5x5x16x32", {128, 14, 14, 16}, {5, 5, 16, 32}}};
+  ops::window_attrs same;
+  same.same = true;
+  const std::lock_guard lock(gpu.library_mutex());
+  const cuda::current_device here(gpu.ordinal());
+  for (dtype t : {dtype::float32, dtype::bfloat16})
+    for (const conv_case& c : convs)
+      for (bool nchw : {false, true}) {
+        std::printf("%s, %s, %s\n", c.name, std::string(name(t)).c_str(), nchw ? "NCHW" : "NHWC");
+        const cuda::conv_descriptors d(t, cuda::conv_geometry(c.x, c.f, same), nchw);
+        int hn = 0, tn = 0;
+        {
+          cudnnConvolutionFwdAlgoPerf_t h[16], m[16];
+          (void)cudnnGetConvolutionForwardAlgorithm_v7(gpu.dnn(), d.x_, d.f_, d.conv_, d.y_, 16, &hn, h);
+          if (cudnnFindConvolutionForwardAlgorithm(gpu.dnn(), d.x_, d.f_, d.conv_, d.y_, 16, &tn, m) != CUDNN_STATUS_SUCCESS) tn = 0;
+          print_algorithms("forward", h, hn, m, tn);
+        }
+        {
+          cudnnConvolutionBwdDataAlgoPerf_t h[16], m[16];
+          (void)cudnnGetConvolutionBackwardDataAlgorithm_v7(gpu.dnn(), d.f_, d.y_, d.conv_, d.x_, 16, &hn, h);
+          if (cudnnFindConvolutionBackwardDataAlgorithm(gpu.dnn(), d.f_, d.y_, d.conv_, d.x_, 16, &tn, m) != CUDNN_STATUS_SUCCESS) tn = 0;
+          print_algorithms("input gradient", h, hn, m, tn);
+        }
+        {
+          cudnnConvolutionBwdFilterAlgoPerf_t h[16], m[16];
+          (void)cudnnGetConvolutionBackwardFilterAlgorithm_v7(gpu.dnn(), d.x_, d.y_, d.conv_, d.f_, 16, &hn, h);
+          if (cudnnFindConvolutionBackwardFilterAlgorithm(gpu.dnn(), d.x_, d.y_, d.conv_, d.f_, 16, &tn, m) != CUDNN_STATUS_SUCCESS) tn = 0;
+          print_algorithms("filter gradient", h, hn, m, tn);
+        }
+      }
+}
+
 }  // namespace
 
 BENCHMARK(BM_matmul_session)->ArgsProduct({{1024, 2048, 4096, 8192}, {0, 1}, {1, 0}})->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -509,6 +565,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::string(argv[1]) == "--host-costs") {
     print_host_costs();
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "--conv-algos") {
+    print_conv_algorithms();
     return 0;
   }
   if (node_times) {

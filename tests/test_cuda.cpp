@@ -344,6 +344,32 @@ TEST_CASE("compiled fused kernels are cached in memory and on disk, and a torn f
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a convolution's algorithm is the first of cuDNN's list that ran within the workspace limit and with the descriptor's math", "[host]") {
+  auto perf = [](int algo, cudnnStatus_t status, std::size_t memory, cudnnMathType_t math) {
+    cudnnConvolutionFwdAlgoPerf_t p{};
+    p.algo = static_cast<cudnnConvolutionFwdAlgo_t>(algo);
+    p.status = status;
+    p.memory = memory;
+    p.mathType = math;
+    return p;
+  };
+  const std::size_t limit = cuda::conv_workspace_limit;
+  const cudnnConvolutionFwdAlgoPerf_t list[] = {perf(6, CUDNN_STATUS_NOT_SUPPORTED, 0, CUDNN_FMA_MATH),
+                                               perf(5, CUDNN_STATUS_SUCCESS, limit + 1, CUDNN_FMA_MATH),
+                                               perf(4, CUDNN_STATUS_SUCCESS, 0, CUDNN_TENSOR_OP_MATH),
+                                               perf(1, CUDNN_STATUS_SUCCESS, limit, CUDNN_FMA_MATH),
+                                               perf(0, CUDNN_STATUS_SUCCESS, 0, CUDNN_FMA_MATH)};
+  // The heuristics' list: any math (the descriptor's is the one that runs).
+  CHECK(cuda::pick_algorithm(list, 5) == std::optional<std::pair<int, std::size_t>>({4, 0}));
+  // A timed list: float32 takes FMAs only (no TF32), the 16-bit types tensor cores.
+  CHECK(cuda::pick_algorithm(list, 5, cuda::conv_math_type(dtype::float32)) ==
+        std::optional<std::pair<int, std::size_t>>({1, limit}));
+  CHECK(cuda::pick_algorithm(list, 5, cuda::conv_math_type(dtype::bfloat16)) ==
+        std::optional<std::pair<int, std::size_t>>({4, 0}));
+  CHECK_FALSE(cuda::pick_algorithm(list, 2).has_value());  // failed, or over the limit
+  CHECK_FALSE(cuda::pick_algorithm(list, 0).has_value());
+}
+
 TEST_CASE("small integer and bool elementwise ops of host inputs run on the host, where a loop's predicate is read", "[host]") {
   // The GPU kernels' host path needs no GPU: run them on a CPU device's context.
   const cpu_device cpu(1);

@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -1541,6 +1542,12 @@ inline cudnnDataType_t cudnn_type_of(dtype t) {
   }
 }
 
+/// The math a convolution of dtype t may use: float32 and float64 with FMAs only (no TF32
+/// tensor cores: the CPU's precision), the 16-bit types on tensor cores.
+inline cudnnMathType_t conv_math_type(dtype t) {
+  return t == dtype::float32 || t == dtype::float64 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
 /// cuDNN's descriptors of one convolution: x and y NHWC, the filter OHWI (cuDNN's NHWC filter
 /// layout; weft's filters are HWIO and are transposed for it), cross-correlation with the
 /// geometry's padding, which must be symmetric (cuDNN pads both sides alike; gpu_conv makes
@@ -1571,10 +1578,7 @@ class conv_descriptors {
     check(cudnnSetConvolution2dDescriptor(conv_, i(g.pad_top), i(g.pad_left), i(g.sh), i(g.sw), i(g.dh), i(g.dw),
                                           CUDNN_CROSS_CORRELATION, compute),
           "cudnnSetConvolution2dDescriptor");
-    // float32 and float64 with FMAs only (no TF32 tensor cores: the CPU's precision);
-    // the 16-bit types on tensor cores.
-    check(cudnnSetConvolutionMathType(conv_, t == dtype::float32 || t == dtype::float64 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
-          "cudnnSetConvolutionMathType");
+    check(cudnnSetConvolutionMathType(conv_, conv_math_type(t)), "cudnnSetConvolutionMathType");
   }
   conv_descriptors(const conv_descriptors&) = delete;
   conv_descriptors& operator=(const conv_descriptors&) = delete;
@@ -1608,12 +1612,15 @@ struct cudnn_scale {
 /// The most workspace a convolution's algorithm may take.
 inline constexpr std::size_t conv_workspace_limit = std::size_t(512) << 20;
 
-/// The first algorithm of cuDNN's heuristics that works within the workspace limit (as an
-/// int), and its workspace; none when no algorithm does.
+/// The first algorithm of cuDNN's list (its heuristics' order, or the timing's) that works
+/// within the workspace limit (as an int), and its workspace; none when no algorithm does.
+/// With `math`: only an algorithm timed with that math (the descriptor's; a timed list may
+/// hold others).
 template <class Perf>
-std::optional<std::pair<int, std::size_t>> pick_algorithm(const Perf* perf, int count) {
+std::optional<std::pair<int, std::size_t>> pick_algorithm(const Perf* perf, int count,
+                                                          std::optional<cudnnMathType_t> math = std::nullopt) {
   for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= conv_workspace_limit)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= conv_workspace_limit && (!math || perf[i].mathType == *math))
       return std::pair<int, std::size_t>{static_cast<int>(perf[i].algo), perf[i].memory};
   return std::nullopt;
 }
@@ -1684,30 +1691,59 @@ struct conv_plan {
   std::size_t workspace = 0;  ///< the workspace bytes it needs
 };
 
-/// A plan for pass Pass: the first algorithm in the order of cuDNN's heuristics (cudnnGet*_v7) that
-/// fits the workspace limit, NHWC tried first, then NCHW; null when none.
+/// Whether convolution plans time cuDNN's algorithms (cudnnFind*: each algorithm run once on
+/// scratch buffers when the plan is made, the fastest kept, as TensorFlow's autotuning does)
+/// rather than take the first of its heuristics' list: only where the environment says
+/// WEFT_CUDNN_AUTOTUNE=1. Opt-in because it was written after the last GPU run and has not
+/// yet run on a GPU (docs/gpu.md); the heuristics' path is the one run and measured.
+inline bool conv_autotune() {
+  static const bool on = [] {
+    const char* v = std::getenv("WEFT_CUDNN_AUTOTUNE");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
+/// A plan for pass Pass: NHWC tried first, then NCHW; in a layout, the fastest algorithm
+/// cuDNN's timing finds (conv_autotune()) or the first of its heuristics' list (cudnnGet*_v7)
+/// that fits the workspace limit; an error when none does. The timing runs each algorithm on
+/// scratch buffers cuDNN allocates (outside the device's allocator) and waits for the device.
 template <conv_pass Pass>
 std::unique_ptr<conv_plan> make_conv_plan(const gpu_device& g, dtype t, const ops::geometry& geo) {
+  const bool timed = conv_autotune();
   for (bool nchw : {false, true}) {
     auto plan = std::make_unique<conv_plan>(t, geo, nchw);
     const conv_descriptors& d = plan->d;
     std::optional<std::pair<int, std::size_t>> picked;
     int count = 0;
+    // Timing may fail where the heuristics do not (memory for its buffers): the heuristics then.
     if constexpr (Pass == conv_pass::forward) {
-      cudnnConvolutionFwdAlgoPerf_t perf[8];
-      check(cudnnGetConvolutionForwardAlgorithm_v7(g.dnn(), d.x_, d.f_, d.conv_, d.y_, 8, &count, perf),
-            "cudnnGetConvolutionForwardAlgorithm_v7");
-      picked = pick_algorithm(perf, count);
+      cudnnConvolutionFwdAlgoPerf_t perf[16];
+      if (timed && cudnnFindConvolutionForwardAlgorithm(g.dnn(), d.x_, d.f_, d.conv_, d.y_, 16, &count, perf) == CUDNN_STATUS_SUCCESS)
+        picked = pick_algorithm(perf, count, conv_math_type(t));
+      if (!picked) {
+        check(cudnnGetConvolutionForwardAlgorithm_v7(g.dnn(), d.x_, d.f_, d.conv_, d.y_, 16, &count, perf),
+              "cudnnGetConvolutionForwardAlgorithm_v7");
+        picked = pick_algorithm(perf, count);
+      }
     } else if constexpr (Pass == conv_pass::backprop_input) {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[8];
-      check(cudnnGetConvolutionBackwardDataAlgorithm_v7(g.dnn(), d.f_, d.y_, d.conv_, d.x_, 8, &count, perf),
-            "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-      picked = pick_algorithm(perf, count);
+      cudnnConvolutionBwdDataAlgoPerf_t perf[16];
+      if (timed && cudnnFindConvolutionBackwardDataAlgorithm(g.dnn(), d.f_, d.y_, d.conv_, d.x_, 16, &count, perf) == CUDNN_STATUS_SUCCESS)
+        picked = pick_algorithm(perf, count, conv_math_type(t));
+      if (!picked) {
+        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(g.dnn(), d.f_, d.y_, d.conv_, d.x_, 16, &count, perf),
+              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+        picked = pick_algorithm(perf, count);
+      }
     } else {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
-      check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g.dnn(), d.x_, d.y_, d.conv_, d.f_, 8, &count, perf),
-            "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-      picked = pick_algorithm(perf, count);
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
+      if (timed && cudnnFindConvolutionBackwardFilterAlgorithm(g.dnn(), d.x_, d.y_, d.conv_, d.f_, 16, &count, perf) == CUDNN_STATUS_SUCCESS)
+        picked = pick_algorithm(perf, count, conv_math_type(t));
+      if (!picked) {
+        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g.dnn(), d.x_, d.y_, d.conv_, d.f_, 16, &count, perf),
+              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+        picked = pick_algorithm(perf, count);
+      }
     }
     if (picked) {
       plan->algo = picked->first;
