@@ -95,42 +95,46 @@ void BM_matmul_session(benchmark::State& state) {
   time_products(state, gpu_of_session(s), [&] { s.run({mm}); });
 }
 
-void BM_matmul_cublas(benchmark::State& state) {
-  const std::int64_t n = state.range(0);
-  const dtype t = dtype_arg(state.range(1));
-  const cuda::gpu_device gpu(0, 1);
-  const tensor a(t, shape{n, n}, gpu.get_allocator()), b(t, shape{n, n}, gpu.get_allocator());
-  tensor c(t, shape{n, n}, gpu.get_allocator());
-  // As a user of cuBLAS writes it: C^T = B^T A^T in column-major terms, float32 accumulation.
-  const cudaDataType_t type = cuda::cuda_type_of(t);
+// The direct calls' product: n x n operands and result of the benchmark's dtype on a GPU
+// device of their own (state's ranges 0 and 1), with 1 and 0 as the factors.
+struct square_product {
+  explicit square_product(const benchmark::State& state)
+      : n(state.range(0)), t(dtype_arg(state.range(1))), a(t, shape{n, n}, gpu.get_allocator()),
+        b(t, shape{n, n}, gpu.get_allocator()), c(t, shape{n, n}, gpu.get_allocator()) {}
+  const cuda::gpu_device gpu{0, 1};
+  const std::int64_t n;
+  const dtype t;
+  const tensor a, b;
+  tensor c;
   const float one = 1, zero = 0;
-  const int N = static_cast<int>(n);
-  auto once = [&] {
-    cuda::check(cublasGemmEx(gpu.blas(), CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, b.raw_data(), type, N, a.raw_data(), type,
-                             N, &zero, c.raw_data(), type, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+};
+
+void BM_matmul_cublas(benchmark::State& state) {
+  const square_product p(state);
+  // As a user of cuBLAS writes it: C^T = B^T A^T in column-major terms, float32 accumulation.
+  const cudaDataType_t type = cuda::cuda_type_of(p.t);
+  const int N = static_cast<int>(p.n);
+  time_products(state, p.gpu, [&] {
+    cuda::check(cublasGemmEx(p.gpu.blas(), CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &p.one, p.b.raw_data(), type, N, p.a.raw_data(),
+                             type, N, &p.zero, p.c.raw_data(), type, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                 "cublasGemmEx");
-  };
-  time_products(state, gpu, once);
+  });
 }
 
 // The same product through cuBLASLt with the algorithm its heuristics chose once, as a
 // caller who keeps a plan does (cuda::lt_plan, a thin wrapper over the cuBLASLt calls), with
 // the device's 32 MiB workspace: the session's MatMul takes this path.
 void BM_matmul_cublaslt(benchmark::State& state) {
-  const std::int64_t n = state.range(0);
-  const dtype t = dtype_arg(state.range(1));
-  const cuda::gpu_device gpu(0, 1);
-  const tensor a(t, shape{n, n}, gpu.get_allocator()), b(t, shape{n, n}, gpu.get_allocator());
-  tensor c(t, shape{n, n}, gpu.get_allocator());
-  const float one = 1, zero = 0;
-  const cuda::lt_geometry geometry{cuda::cuda_type_of(t), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, n, n, 1, 0, 0, 0, 256};
-  const std::lock_guard lock(gpu.library_mutex());
-  const cuda::lt_plan* plan = gpu.lt_plan_for(geometry);
+  const square_product p(state);
+  const std::int64_t n = p.n;
+  const cuda::lt_geometry geometry{cuda::cuda_type_of(p.t), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, n, n, 1, 0, 0, 0, 256};
+  const std::lock_guard lock(p.gpu.library_mutex());
+  const cuda::lt_plan* plan = p.gpu.lt_plan_for(geometry);
   if (!plan) {
     state.SkipWithError("cuBLASLt has no algorithm for this product");
     return;
   }
-  time_products(state, gpu, [&] { gpu.run_lt(*plan, &one, b.raw_data(), a.raw_data(), &zero, c.raw_data()); });
+  time_products(state, p.gpu, [&] { p.gpu.run_lt(*plan, &p.one, p.b.raw_data(), p.a.raw_data(), &p.zero, p.c.raw_data()); });
 }
 
 constexpr std::int64_t chain_elements = std::int64_t(1) << 28;

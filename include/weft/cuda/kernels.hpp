@@ -20,6 +20,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <initializer_list>
@@ -29,7 +30,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -1704,46 +1704,45 @@ inline bool conv_autotune() {
   return on;
 }
 
+/// The algorithm of one pass and layout (pick_algorithm): from `find`, cuDNN's timing, when
+/// conv_autotune() (the descriptor's math only), else or where timing fails (memory for its
+/// buffers) from `heuristics`, cuDNN's list (cudnnGet*_v7, an error naming `what` if it
+/// fails). Each takes the results' array and their count.
+template <class Perf, class Find, class Heuristics>
+std::optional<std::pair<int, std::size_t>> choose_algorithm(dtype t, Find&& find, Heuristics&& heuristics, const char* what) {
+  Perf perf[16];
+  int count = 0;
+  if (conv_autotune() && find(perf, &count) == CUDNN_STATUS_SUCCESS)
+    if (auto picked = pick_algorithm(perf, count, conv_math_type(t))) return picked;
+  check(heuristics(perf, &count), what);
+  return pick_algorithm(perf, count);
+}
+
 /// A plan for pass Pass: NHWC tried first, then NCHW; in a layout, the fastest algorithm
 /// cuDNN's timing finds (conv_autotune()) or the first of its heuristics' list (cudnnGet*_v7)
 /// that fits the workspace limit; an error when none does. The timing runs each algorithm on
 /// scratch buffers cuDNN allocates (outside the device's allocator) and waits for the device.
 template <conv_pass Pass>
 std::unique_ptr<conv_plan> make_conv_plan(const gpu_device& g, dtype t, const ops::geometry& geo) {
-  const bool timed = conv_autotune();
   for (bool nchw : {false, true}) {
     auto plan = std::make_unique<conv_plan>(t, geo, nchw);
     const conv_descriptors& d = plan->d;
     std::optional<std::pair<int, std::size_t>> picked;
-    int count = 0;
-    // Timing may fail where the heuristics do not (memory for its buffers): the heuristics then.
     if constexpr (Pass == conv_pass::forward) {
-      cudnnConvolutionFwdAlgoPerf_t perf[16];
-      if (timed && cudnnFindConvolutionForwardAlgorithm(g.dnn(), d.x_, d.f_, d.conv_, d.y_, 16, &count, perf) == CUDNN_STATUS_SUCCESS)
-        picked = pick_algorithm(perf, count, conv_math_type(t));
-      if (!picked) {
-        check(cudnnGetConvolutionForwardAlgorithm_v7(g.dnn(), d.x_, d.f_, d.conv_, d.y_, 16, &count, perf),
-              "cudnnGetConvolutionForwardAlgorithm_v7");
-        picked = pick_algorithm(perf, count);
-      }
+      picked = choose_algorithm<cudnnConvolutionFwdAlgoPerf_t>(
+          t, [&](auto* perf, int* n) { return cudnnFindConvolutionForwardAlgorithm(g.dnn(), d.x_, d.f_, d.conv_, d.y_, 16, n, perf); },
+          [&](auto* perf, int* n) { return cudnnGetConvolutionForwardAlgorithm_v7(g.dnn(), d.x_, d.f_, d.conv_, d.y_, 16, n, perf); },
+          "cudnnGetConvolutionForwardAlgorithm_v7");
     } else if constexpr (Pass == conv_pass::backprop_input) {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[16];
-      if (timed && cudnnFindConvolutionBackwardDataAlgorithm(g.dnn(), d.f_, d.y_, d.conv_, d.x_, 16, &count, perf) == CUDNN_STATUS_SUCCESS)
-        picked = pick_algorithm(perf, count, conv_math_type(t));
-      if (!picked) {
-        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(g.dnn(), d.f_, d.y_, d.conv_, d.x_, 16, &count, perf),
-              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-        picked = pick_algorithm(perf, count);
-      }
+      picked = choose_algorithm<cudnnConvolutionBwdDataAlgoPerf_t>(
+          t, [&](auto* perf, int* n) { return cudnnFindConvolutionBackwardDataAlgorithm(g.dnn(), d.f_, d.y_, d.conv_, d.x_, 16, n, perf); },
+          [&](auto* perf, int* n) { return cudnnGetConvolutionBackwardDataAlgorithm_v7(g.dnn(), d.f_, d.y_, d.conv_, d.x_, 16, n, perf); },
+          "cudnnGetConvolutionBackwardDataAlgorithm_v7");
     } else {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
-      if (timed && cudnnFindConvolutionBackwardFilterAlgorithm(g.dnn(), d.x_, d.y_, d.conv_, d.f_, 16, &count, perf) == CUDNN_STATUS_SUCCESS)
-        picked = pick_algorithm(perf, count, conv_math_type(t));
-      if (!picked) {
-        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g.dnn(), d.x_, d.y_, d.conv_, d.f_, 16, &count, perf),
-              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-        picked = pick_algorithm(perf, count);
-      }
+      picked = choose_algorithm<cudnnConvolutionBwdFilterAlgoPerf_t>(
+          t, [&](auto* perf, int* n) { return cudnnFindConvolutionBackwardFilterAlgorithm(g.dnn(), d.x_, d.y_, d.conv_, d.f_, 16, n, perf); },
+          [&](auto* perf, int* n) { return cudnnGetConvolutionBackwardFilterAlgorithm_v7(g.dnn(), d.x_, d.y_, d.conv_, d.f_, 16, n, perf); },
+          "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
     }
     if (picked) {
       plan->algo = picked->first;
