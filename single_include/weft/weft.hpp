@@ -11745,6 +11745,45 @@ std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, cons
 #include <thread>
 
 /// @file
+/// A non-owning reference to a callable, as C++26's std::function_ref: a pointer to the
+/// callable and one to a function that calls it, nothing allocated. For parameters that are
+/// called during the call and not kept (parallel_for's body): a std::function there costs a
+/// heap allocation a call once its lambda captures more than two references.
+
+#include <functional>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+namespace weft {
+
+template <class Signature>
+class function_ref;
+
+/// A reference to a callable taking Args... and returning R; the callable must outlive it.
+template <class R, class... Args>
+class function_ref<R(Args...)> {
+ public:
+  /// A reference to f (not a copy: f must outlive the reference, as a temporary argument
+  /// outlives the call it is passed to).
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, function_ref> && std::is_invocable_r_v<R, F&, Args...>)
+  function_ref(F&& f) noexcept  // NOLINT(google-explicit-constructor): a lambda converts, as to std::function
+      : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* object, Args... args) -> R {
+          return std::invoke(*static_cast<std::remove_reference_t<F>*>(object), std::forward<Args>(args)...);
+        }) {}
+
+  /// Calls the referenced callable.
+  R operator()(Args... args) const { return call_(object_, std::forward<Args>(args)...); }
+
+ private:
+  void* object_;
+  R (*call_)(void*, Args...);
+};
+
+}  // namespace weft
+/// @file
 /// The intra-op threads of a CPU device: a kernel splits its work into blocks with
 /// parallel_for, and the calling thread runs blocks beside the pool's workers, each thread
 /// claiming its next block as it finishes one, so a kernel never waits for a block that no
@@ -12131,7 +12170,7 @@ class cpu_context {
   /// block throws is rethrown here once every started block has finished (blocks not yet
   /// started are skipped).
   void parallel_for(std::int64_t n, double cost_per_unit,
-                    const std::function<void(std::int64_t, std::int64_t)>& f) const {
+                    function_ref<void(std::int64_t, std::int64_t)> f) const {
     if (n <= 0) return;
     const double total = static_cast<double>(n) * std::max(cost_per_unit, 0.0);
     const double most = static_cast<double>(std::min<std::int64_t>(n, 4 * std::int64_t{threads_}));
@@ -12793,7 +12832,7 @@ class kernel_context {
   /// `cost_per_unit` (about the cycles one unit takes) decides how finely, so that a small
   /// n runs inline on the calling thread.
   void parallel_for(std::int64_t n, double cost_per_unit,
-                    const std::function<void(std::int64_t, std::int64_t)>& f) const {
+                    function_ref<void(std::int64_t, std::int64_t)> f) const {
     cpu().parallel_for(n, cost_per_unit, f);
   }
   /// The session's resources (variables, queues, readers) by container and name.

@@ -23,6 +23,7 @@
 
 #include <weft/core/allocator.hpp>
 #include <weft/core/error.hpp>
+#include <weft/core/function_ref.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/framework/device_name.hpp>
 #include <weft/runtime/intra_op_pool.hpp>
@@ -64,7 +65,7 @@ class cpu_context {
   /// block throws is rethrown here once every started block has finished (blocks not yet
   /// started are skipped).
   void parallel_for(std::int64_t n, double cost_per_unit,
-                    const std::function<void(std::int64_t, std::int64_t)>& f) const {
+                    function_ref<void(std::int64_t, std::int64_t)> f) const {
     if (n <= 0) return;
     const double total = static_cast<double>(n) * std::max(cost_per_unit, 0.0);
     const double most = static_cast<double>(std::min<std::int64_t>(n, 4 * std::int64_t{threads_}));

@@ -212,7 +212,7 @@ class kernel_context {
   /// `cost_per_unit` (about the cycles one unit takes) decides how finely, so that a small
   /// n runs inline on the calling thread.
   void parallel_for(std::int64_t n, double cost_per_unit,
-                    const std::function<void(std::int64_t, std::int64_t)>& f) const {
+                    function_ref<void(std::int64_t, std::int64_t)> f) const {
     cpu().parallel_for(n, cost_per_unit, f);
   }
   /// The session's resources (variables, queues, readers) by container and name.
