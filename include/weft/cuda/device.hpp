@@ -257,6 +257,30 @@ class lt_plan {
  public:
   /// The plan of geometry `g` with at most `workspace_bytes` of workspace.
   lt_plan(cublasLtHandle_t lt, const lt_geometry& g, std::size_t workspace_bytes) {
+    try {
+      describe(lt, g, workspace_bytes);
+    } catch (...) {
+      release();  // the descriptors made before the failing call (no destructor runs)
+      throw;
+    }
+  }
+  lt_plan(const lt_plan&) = delete;
+  lt_plan& operator=(const lt_plan&) = delete;
+  ~lt_plan() { release(); }
+
+  /// Whether cuBLASLt has an algorithm for the geometry.
+  bool usable() const noexcept { return usable_; }
+  /// Enqueues result = alpha op(first) op(second) + beta result on `stream` (column-major).
+  void run(cublasLtHandle_t lt, const void* alpha, const void* first, const void* second, const void* beta, void* result,
+           void* workspace, std::size_t workspace_bytes, cudaStream_t stream) const {
+    check(cublasLtMatmul(lt, op_, alpha, first, first_, second, second_, beta, result, result_, result, result_, &algo_,
+                         workspace, workspace_bytes, stream),
+          "cublasLtMatmul");
+  }
+
+ private:
+  /// Makes the descriptors of geometry g and asks the heuristics for an algorithm.
+  void describe(cublasLtHandle_t lt, const lt_geometry& g, std::size_t workspace_bytes) {
     const bool f64 = g.type == CUDA_R_64F;
     check(cublasLtMatmulDescCreate(&op_, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, f64 ? CUDA_R_64F : CUDA_R_32F),
           "cublasLtMatmulDescCreate");
@@ -285,25 +309,12 @@ class lt_plan {
     usable_ = s == CUBLAS_STATUS_SUCCESS && count > 0 && found.state == CUBLAS_STATUS_SUCCESS;
     if (usable_) algo_ = found.algo;
   }
-  lt_plan(const lt_plan&) = delete;
-  lt_plan& operator=(const lt_plan&) = delete;
-  ~lt_plan() {
+  /// Destroys the descriptors made so far.
+  void release() noexcept {
     for (cublasLtMatrixLayout_t l : {first_, second_, result_})
       if (l) (void)cublasLtMatrixLayoutDestroy(l);
     if (op_) (void)cublasLtMatmulDescDestroy(op_);
   }
-
-  /// Whether cuBLASLt has an algorithm for the geometry.
-  bool usable() const noexcept { return usable_; }
-  /// Enqueues result = alpha op(first) op(second) + beta result on `stream` (column-major).
-  void run(cublasLtHandle_t lt, const void* alpha, const void* first, const void* second, const void* beta, void* result,
-           void* workspace, std::size_t workspace_bytes, cudaStream_t stream) const {
-    check(cublasLtMatmul(lt, op_, alpha, first, first_, second, second_, beta, result, result_, result, result_, &algo_,
-                         workspace, workspace_bytes, stream),
-          "cublasLtMatmul");
-  }
-
- private:
   static void layout(cublasLtMatrixLayout_t& l, cudaDataType_t type, std::int64_t rows, std::int64_t cols, std::int64_t ld,
                      std::int64_t batch, std::int64_t stride) {
     check(cublasLtMatrixLayoutCreate(&l, type, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols), ld),
