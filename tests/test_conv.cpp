@@ -278,40 +278,64 @@ TEST_CASE("conv: MaxPool, AvgPool and their gradient ops equal the direct loops"
       // than the window (elements in no window).
       {2, 6, 6, 4, 2, 2, 0, 2, 2, 1, 1, false}, {1, 5, 5, 2, 2, 2, 0, 2, 2, 1, 1, true},
       {1, 5, 7, 3, 2, 2, 0, 3, 3, 1, 1, true},
+      // Channels that fill SIMD packets and leave a tail (16 + 3 floats, 8 + 8 + 3 doubles
+      // with AVX-512), over disjoint windows (the packet path of MaxPoolGrad) and
+      // overlapping ones, in float32 as well as float64 (below).
+      {2, 6, 6, 19, 2, 2, 0, 2, 2, 1, 1, false}, {1, 5, 5, 19, 2, 2, 0, 2, 2, 1, 1, true},
+      {1, 5, 7, 17, 2, 2, 0, 3, 3, 1, 1, true},  {1, 5, 5, 19, 3, 3, 0, 2, 2, 1, 1, true},
+      {2, 4, 4, 32, 2, 2, 0, 2, 2, 1, 1, false},
   };
   for (int n_threads : {1, 2})
-    for (const auto& c : cases) {
-      INFO(c.name() << ", " << n_threads << " threads");
-      graph g;
-      auto x = ph(g, "x"), d = ph(g, "d");
-      auto mp = g.op("MaxPool", {x}, pool_attrs(c)).out(0);
-      auto ap = g.op("AvgPool", {x}, pool_attrs(c)).out(0);
-      auto mg = g.op("MaxPoolGrad", {x, mp, d}, pool_attrs(c)).out(0);
-      auto ag = g.op("AvgPoolGrad", {sizes(g, {c.n, c.h, c.w, c.c}), d}, pool_attrs(c)).out(0);
-      auto e = ph(g, "e");
-      auto mgg = g.op("MaxPoolGradGrad", {x, mp, e}, pool_attrs(c)).out(0);
-      auto [oh, pt] = out_and_pad(c.h, c.kh, c.sh, 1, c.same);
-      auto [ow, pl] = out_and_pad(c.w, c.kw, c.sw, 1, c.same);
-      (void)pt, (void)pl;
-      const shape xs{c.n, c.h, c.w, c.c}, ys{c.n, oh, ow, c.c};
-      const auto xv = scattered(xs.num_elements(), 0.7), dv = scattered(ys.num_elements(), 1.9);
-      session s(g, intra_threads(n_threads));
-      const auto ev = scattered(xs.num_elements(), 1.3);
-      auto got = s.run({{x, tensor::from_vector(xv, xs)}, {d, tensor::from_vector(dv, ys)}, {e, tensor::from_vector(ev, xs)}},
-                       {mp, ap, mg, ag, mgg});
-      std::vector<std::size_t> argmax;
-      const conv_results mx = naive_pool(c, true, xv, dv, &argmax), av = naive_pool(c, false, xv, dv);
-      std::vector<double> want_mgg;
-      for (std::size_t at : argmax) want_mgg.push_back(ev[at]);
-      CHECK(got[0].shape() == ys);
-      check_close(got[0].to_vector<double>(), mx.out);
-      check_close(got[1].to_vector<double>(), av.out);
-      CHECK(got[2].shape() == xs);
-      check_close(got[2].to_vector<double>(), mx.d_in);
-      check_close(got[3].to_vector<double>(), av.d_in);
-      CHECK(got[4].shape() == ys);
-      check_close(got[4].to_vector<double>(), want_mgg);
-    }
+    for (const auto& c : cases)
+      for (dtype t : {dtype::float64, dtype::float32}) {
+        if (t == dtype::float32 && c.c < 16) continue;
+        INFO(c.name() << ", " << n_threads << " threads, " << t);
+        graph g;
+        auto x = ph(g, "x", t), d = ph(g, "d", t);
+        auto mp = g.op("MaxPool", {x}, pool_attrs(c)).out(0);
+        auto ap = g.op("AvgPool", {x}, pool_attrs(c)).out(0);
+        auto mg = g.op("MaxPoolGrad", {x, mp, d}, pool_attrs(c)).out(0);
+        auto ag = g.op("AvgPoolGrad", {sizes(g, {c.n, c.h, c.w, c.c}), d}, pool_attrs(c)).out(0);
+        auto e = ph(g, "e", t);
+        auto mgg = g.op("MaxPoolGradGrad", {x, mp, e}, pool_attrs(c)).out(0);
+        auto [oh, pt] = out_and_pad(c.h, c.kh, c.sh, 1, c.same);
+        auto [ow, pl] = out_and_pad(c.w, c.kw, c.sw, 1, c.same);
+        (void)pt, (void)pl;
+        const shape xs{c.n, c.h, c.w, c.c}, ys{c.n, oh, ow, c.c};
+        // float32's values are the doubles rounded, so that the loops below see what it sees.
+        auto values = [&](std::int64_t n, double salt) {
+          auto v = scattered(n, salt);
+          if (t == dtype::float32)
+            for (double& a : v) a = static_cast<float>(a);
+          return v;
+        };
+        auto feed = [&](const std::vector<double>& v, const shape& sh) {
+          return t == dtype::float32 ? tensor::from_vector(std::vector<float>(v.begin(), v.end()), sh)
+                                     : tensor::from_vector(v, sh);
+        };
+        const auto xv = values(xs.num_elements(), 0.7), dv = values(ys.num_elements(), 1.9);
+        session s(g, intra_threads(n_threads));
+        const auto ev = values(xs.num_elements(), 1.3);
+        auto got = s.run({{x, feed(xv, xs)}, {d, feed(dv, ys)}, {e, feed(ev, xs)}}, {mp, ap, mg, ag, mgg});
+        const double tol = t == dtype::float32 ? 1e-6 : 1e-12;
+        auto back = [&](std::size_t i) {
+          if (t == dtype::float64) return got[i].to_vector<double>();
+          const auto f = got[i].to_vector<float>();
+          return std::vector<double>(f.begin(), f.end());
+        };
+        std::vector<std::size_t> argmax;
+        const conv_results mx = naive_pool(c, true, xv, dv, &argmax), av = naive_pool(c, false, xv, dv);
+        std::vector<double> want_mgg;
+        for (std::size_t at : argmax) want_mgg.push_back(ev[at]);
+        CHECK(got[0].shape() == ys);
+        CHECK(back(0) == mx.out);  // a maximum is one of the values, exactly
+        check_close(back(1), av.out, tol);
+        CHECK(got[2].shape() == xs);
+        check_close(back(2), mx.d_in, tol);
+        check_close(back(3), av.d_in, tol);
+        CHECK(got[4].shape() == ys);
+        check_close(back(4), want_mgg, tol);
+      }
   // A tie sends the window's gradient to its first maximum, in row-major order.
   graph g;
   auto x = ph(g, "x");
@@ -321,6 +345,34 @@ TEST_CASE("conv: MaxPool, AvgPool and their gradient ops equal the direct loops"
                  node_options("max_grad")).out(0);
   auto tied = eval(g, mg, {{x, tensor::from_vector(std::vector<double>{1, 3, 3, 0}, shape{1, 2, 2, 1})}}).to_vector<double>();
   CHECK(tied == std::vector<double>{0, 5, 0, 0});
+  {
+    // The same across whole packets of float channels: channel ch's window holds
+    // {1, 3, 3, 0} turned by ch, its 3s tied; channel 18's first element a NaN (greater than
+    // nothing, and nothing greater than it: it stays the maximum); 20 channels: a packet and
+    // a tail.
+    graph h;
+    const std::int64_t nc = 20;
+    auto hx = h.placeholder(dtype::float32, shape{1, 2, 2, nc}, node_options("x")).out(0);
+    auto hp = h.op("MaxPool", {hx}, pool_attrs(c)).out(0);
+    std::vector<float> grads(static_cast<std::size_t>(nc)), xs(static_cast<std::size_t>(4 * nc));
+    const float pattern[4] = {1, 3, 3, 0};
+    for (std::int64_t ch = 0; ch < nc; ++ch) {
+      grads[static_cast<std::size_t>(ch)] = 10.0f + static_cast<float>(ch);
+      for (std::int64_t k = 0; k < 4; ++k) xs[static_cast<std::size_t>(k * nc + ch)] = pattern[(k + ch) % 4];
+    }
+    xs[18] = std::numeric_limits<float>::quiet_NaN();
+    auto hg = h.op("MaxPoolGrad", {hx, hp, h.constant(tensor::from_vector(grads, shape{1, 1, 1, nc}))}, pool_attrs(c)).out(0);
+    const auto got = eval(h, hg, {{hx, tensor::from_vector(xs, shape{1, 2, 2, nc})}}).to_vector<float>();
+    for (std::int64_t ch = 0; ch < nc; ++ch) {
+      std::int64_t first = 0;  // the first k whose value is 3 after the turn
+      while (pattern[(first + ch) % 4] != 3) ++first;
+      if (ch == 18) first = 0;
+      for (std::int64_t k = 0; k < 4; ++k) {
+        INFO("channel " << ch << ", element " << k);
+        CHECK(got[static_cast<std::size_t>(k * nc + ch)] == (k == first ? 10.0f + static_cast<float>(ch) : 0.0f));
+      }
+    }
+  }
   session s(g, one_thread());
   require_error([&] { s.run({{x, tensor::from_vector(std::vector<double>(8), shape{1, 2, 4, 1})}}, {mg}); },
                 {"node 'max_grad' (MaxPoolGrad)", "grad has shape [1,1,1,1]", "give [1,1,2,1]"});

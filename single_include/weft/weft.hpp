@@ -25195,6 +25195,14 @@ inline void require_shape(const tensor& t, const shape& expected, const char* wh
          "] and a ", g.kh, "x", g.kw, " window give ", expected);
 }
 
+namespace ei = Eigen::internal;
+/// The SIMD packet of C (Eigen's widest for the target).
+template <class C>
+using packet_t = typename ei::packet_traits<C>::type;
+/// Values of C per SIMD packet.
+template <class C>
+inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
+
 /// A 1x1 window with stride 1: the convolution is a plain matrix product.
 inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
 
@@ -25693,6 +25701,16 @@ void patch_gemm_filter(const kernel_context& ctx, const geometry& g, const C* in
 /// @file
 /// Convolution in register blocks (conv.hpp chooses it first where the output channels fill
 /// whole packets).
+///
+/// For a batch of images whose output channels fill whole packets, Conv2D skips the patch
+/// matrix altogether: a run of P output positions of one row times NB packets of output
+/// channels is summed in P * NB registers, and for every tap and input channel the filter's
+/// NB packets are loaded once and each position's input value is broadcast into them. A
+/// packed patch matrix costs a copy of every patch value (25 per input value for a 5x5
+/// window) and the loads of the packed blocks; here every multiply-add takes one broadcast.
+/// The filter's gradient holds a run of input channels times NB packets instead, over the
+/// positions. Each image is first copied into a buffer with its padding as zeros, so no tap
+/// is checked.
 
 #include <algorithm>
 #include <cstddef>
@@ -25704,22 +25722,6 @@ void patch_gemm_filter(const kernel_context& ctx, const geometry& g, const C* in
 
 namespace weft::cpu::nn {
 
-namespace ei = Eigen::internal;
-
-/// For a batch of images whose output channels fill whole packets, Conv2D skips the patch
-/// matrix altogether: a run of P output positions of one row times NB packets of output
-/// channels is summed in P * NB registers, and for every tap and input channel the filter's
-/// NB packets are loaded once and each position's input value is broadcast into them. A
-/// packed patch matrix costs a copy of every patch value (25 per input value for a 5x5
-/// window) and the loads of the packed blocks; here every multiply-add takes one broadcast.
-/// The filter's gradient holds a run of input channels times NB packets instead, over the
-/// positions. Each image is first copied into a buffer with its padding as zeros, so no tap
-/// is checked.
-template <class C>
-using packet_t = typename ei::packet_traits<C>::type;
-/// Values of C per SIMD packet.
-template <class C>
-inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
 /// Positions per block: what the registers hold beside the filter's NB packets and a
 /// broadcast value, at most 14.
 template <int NB>
@@ -26391,14 +26393,33 @@ struct pool : pool_base {
     const geometry g = geo(v.in[0].shape());
     const C* in = v.in[0].data<C>();
     C* out = v.out[0].data<C>();
+    using P = packet_t<C>;
+    constexpr std::int64_t lanes = packet_size<C>;
+    const std::int64_t whole = g.c / lanes * lanes;  // channels in whole packets
     ctx.parallel_for(g.n, cost(g), [&](std::int64_t b, std::int64_t e) {
       for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
-        row_map<C> o(out + r * g.c, g.c);
         const window_span s = span_of(g, y, x);
+        const C* corner = in + ((img * g.h + s.y0) * g.w + s.x0) * g.c;
+        const std::int64_t row = g.w * g.c;
+        // Whole packets of channels summed in a register over the window, as Eigen's
+        // expression below computes each packet (its pmax, in its order).
+        for (std::int64_t c0 = 0; c0 < whole; c0 += lanes) {
+          P acc = ei::pset1<P>(Max ? -std::numeric_limits<C>::infinity() : C(0));
+          for (std::int64_t iy = 0; iy < s.y1 - s.y0; ++iy)
+            for (std::int64_t ix = 0; ix < s.x1 - s.x0; ++ix) {
+              const P v = ei::ploadu<P>(corner + iy * row + ix * g.c + c0);
+              if constexpr (Max) acc = ei::pmax(acc, v);
+              else acc = ei::padd(acc, v);
+            }
+          if constexpr (!Max) acc = ei::pdiv(acc, ei::pset1<P>(static_cast<C>(s.count())));
+          ei::pstoreu(out + r * g.c + c0, acc);
+        }
+        if (whole == g.c) return;
+        row_map<C> o(out + r * g.c + whole, g.c - whole);
         o.setConstant(Max ? -std::numeric_limits<C>::infinity() : C(0));
-        for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
-          for (std::int64_t ix = s.x0; ix < s.x1; ++ix) {
-            const_row_map<C> src(in + ((img * g.h + iy) * g.w + ix) * g.c, g.c);
+        for (std::int64_t iy = 0; iy < s.y1 - s.y0; ++iy)
+          for (std::int64_t ix = 0; ix < s.x1 - s.x0; ++ix) {
+            const_row_map<C> src(corner + iy * row + ix * g.c + whole, g.c - whole);
             if constexpr (Max) o = o.max(src);
             else o += src;
           }
@@ -26486,14 +26507,14 @@ struct max_pool_grad_op : pool_base {
       const bool covers = g.sh == g.kh && g.sw == g.kw && g.oh > 0 && g.ow > 0 && g.top(0) <= 0 &&
                           g.top(g.oh - 1) + g.kh >= g.h && g.left(0) <= 0 && g.left(g.ow - 1) + g.kw >= g.w;
       if (!covers) std::fill_n(out, v.out[0].num_elements(), C(0));
-      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
-        const C* d = grad + r * g.c;
-        const std::int32_t* first = w.first.data();
-        for (std::int64_t k = 0; k < w.count; ++k) {
-          C* o = out + w.offsets[static_cast<std::size_t>(k)];
-          const auto kk = static_cast<std::int32_t>(k);
-          for (std::int64_t ch = 0; ch < g.c; ++ch) o[ch] = first[ch] == kk ? d[ch] : C(0);
-        }
+      ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
+        for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+          const window_span s = span_of(g, y, x);
+          if (s.count() <= 0) return;  // wholly in the padding: its elements are in no other window
+          const C* d = grad + r * g.c;
+          const std::int64_t corner = ((img * g.h + s.y0) * g.w + s.x0) * g.c;
+          disjoint_window(g, s, in + corner, d, out + corner);
+        });
       });
     } else {
       std::fill_n(out, v.out[0].num_elements(), C(0));
@@ -26505,6 +26526,46 @@ struct max_pool_grad_op : pool_base {
   }
 
  private:
+  /// One window of non-overlapping pooling, its channels [c0, c0 + n) (`in`, `d` and `out` at
+  /// its first valid element and channel c0): the gradient to each channel's first maximum, 0
+  /// to the window's other elements. Whole packets of channels keep each channel's maximum
+  /// and the index of its first in registers (the index as a C: windows are far smaller than
+  /// 2^24); the rest go channel by channel. (The loops over vectors of offsets and indices
+  /// that serve overlapping windows took 1.67 ms for LeNet's first MaxPoolGrad in its step:
+  /// docs/benchmarks.md.)
+  template <class C>
+  static void disjoint_window(const geometry& g, const window_span& s, const C* in, const C* d, C* out) {
+    using P = packet_t<C>;
+    constexpr std::int64_t lanes = packet_size<C>;
+    const std::int64_t row = g.w * g.c, rows = s.y1 - s.y0, cols = s.x1 - s.x0;
+    std::int64_t c0 = 0;
+    for (; c0 + lanes <= g.c; c0 += lanes) {
+      P best = ei::ploadu<P>(in + c0), first = ei::pzero(best);
+      C k = 0;
+      for (std::int64_t iy = 0; iy < rows; ++iy)
+        for (std::int64_t ix = 0; ix < cols; ++ix, ++k) {
+          const P v = ei::ploadu<P>(in + iy * row + ix * g.c + c0);
+          const P greater = ei::pcmp_lt(best, v);  // strict: the first maximum stays (a NaN first too)
+          best = ei::pselect(greater, v, best);
+          first = ei::pselect(greater, ei::pset1<P>(k), first);
+        }
+      const P grad = ei::ploadu<P>(d + c0), zero = ei::pzero(grad);
+      k = 0;
+      for (std::int64_t iy = 0; iy < rows; ++iy)
+        for (std::int64_t ix = 0; ix < cols; ++ix, ++k)
+          ei::pstoreu(out + iy * row + ix * g.c + c0, ei::pselect(ei::pcmp_eq(first, ei::pset1<P>(k)), grad, zero));
+    }
+    for (std::int64_t ch = c0; ch < g.c; ++ch) {
+      C best = in[ch];
+      std::int64_t first = 0, k = 0;
+      for (std::int64_t iy = 0; iy < rows; ++iy)
+        for (std::int64_t ix = 0; ix < cols; ++ix, ++k)
+          if (in[iy * row + ix * g.c + ch] > best) best = in[iy * row + ix * g.c + ch], first = k;
+      k = 0;
+      for (std::int64_t iy = 0; iy < rows; ++iy)
+        for (std::int64_t ix = 0; ix < cols; ++ix, ++k) out[iy * row + ix * g.c + ch] = k == first ? d[ch] : C(0);
+    }
+  }
   /// Calls f(output row, its window's maxima) for every output position, images split
   /// between the threads.
   template <class C, class F>

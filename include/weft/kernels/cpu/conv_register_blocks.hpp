@@ -1,6 +1,16 @@
 /// @file
 /// Convolution in register blocks (conv.hpp chooses it first where the output channels fill
 /// whole packets).
+///
+/// For a batch of images whose output channels fill whole packets, Conv2D skips the patch
+/// matrix altogether: a run of P output positions of one row times NB packets of output
+/// channels is summed in P * NB registers, and for every tap and input channel the filter's
+/// NB packets are loaded once and each position's input value is broadcast into them. A
+/// packed patch matrix costs a copy of every patch value (25 per input value for a 5x5
+/// window) and the loads of the packed blocks; here every multiply-add takes one broadcast.
+/// The filter's gradient holds a run of input channels times NB packets instead, over the
+/// positions. Each image is first copied into a buffer with its padding as zeros, so no tap
+/// is checked.
 #pragma once
 
 #include <algorithm>
@@ -15,22 +25,6 @@
 
 namespace weft::cpu::nn {
 
-namespace ei = Eigen::internal;
-
-/// For a batch of images whose output channels fill whole packets, Conv2D skips the patch
-/// matrix altogether: a run of P output positions of one row times NB packets of output
-/// channels is summed in P * NB registers, and for every tap and input channel the filter's
-/// NB packets are loaded once and each position's input value is broadcast into them. A
-/// packed patch matrix costs a copy of every patch value (25 per input value for a 5x5
-/// window) and the loads of the packed blocks; here every multiply-add takes one broadcast.
-/// The filter's gradient holds a run of input channels times NB packets instead, over the
-/// positions. Each image is first copied into a buffer with its padding as zeros, so no tap
-/// is checked.
-template <class C>
-using packet_t = typename ei::packet_traits<C>::type;
-/// Values of C per SIMD packet.
-template <class C>
-inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
 /// Positions per block: what the registers hold beside the filter's NB packets and a
 /// broadcast value, at most 14.
 template <int NB>

@@ -33,6 +33,14 @@ inline void require_shape(const tensor& t, const shape& expected, const char* wh
          "] and a ", g.kh, "x", g.kw, " window give ", expected);
 }
 
+namespace ei = Eigen::internal;
+/// The SIMD packet of C (Eigen's widest for the target).
+template <class C>
+using packet_t = typename ei::packet_traits<C>::type;
+/// Values of C per SIMD packet.
+template <class C>
+inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
+
 /// A 1x1 window with stride 1: the convolution is a plain matrix product.
 inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
 
