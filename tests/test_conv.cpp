@@ -298,6 +298,7 @@ TEST_CASE("conv: MaxPool, AvgPool and their gradient ops equal the direct loops"
         auto ag = g.op("AvgPoolGrad", {sizes(g, {c.n, c.h, c.w, c.c}), d}, pool_attrs(c)).out(0);
         auto e = ph(g, "e", t);
         auto mgg = g.op("MaxPoolGradGrad", {x, mp, e}, pool_attrs(c)).out(0);
+        auto masked = g.op("_FusedMaxPoolGradReluGrad", {x, mp, d}, pool_attrs(c)).out(0);
         auto [oh, pt] = out_and_pad(c.h, c.kh, c.sh, 1, c.same);
         auto [ow, pl] = out_and_pad(c.w, c.kw, c.sw, 1, c.same);
         (void)pt, (void)pl;
@@ -316,7 +317,7 @@ TEST_CASE("conv: MaxPool, AvgPool and their gradient ops equal the direct loops"
         const auto xv = values(xs.num_elements(), 0.7), dv = values(ys.num_elements(), 1.9);
         session s(g, intra_threads(n_threads));
         const auto ev = values(xs.num_elements(), 1.3);
-        auto got = s.run({{x, feed(xv, xs)}, {d, feed(dv, ys)}, {e, feed(ev, xs)}}, {mp, ap, mg, ag, mgg});
+        auto got = s.run({{x, feed(xv, xs)}, {d, feed(dv, ys)}, {e, feed(ev, xs)}}, {mp, ap, mg, ag, mgg, masked});
         const double tol = t == dtype::float32 ? 1e-6 : 1e-12;
         auto back = [&](std::size_t i) {
           if (t == dtype::float64) return got[i].to_vector<double>();
@@ -335,6 +336,12 @@ TEST_CASE("conv: MaxPool, AvgPool and their gradient ops equal the direct loops"
         check_close(back(3), av.d_in, tol);
         CHECK(got[4].shape() == ys);
         check_close(back(4), want_mgg, tol);
+        // MaxPoolGrad's gradient where the input is above 0 (ReluGrad's mask by the input).
+        std::vector<double> want_masked = mx.d_in;
+        for (std::size_t i = 0; i < want_masked.size(); ++i)
+          if (!(xv[i] > 0)) want_masked[i] = 0;
+        CHECK(got[5].shape() == xs);
+        check_close(back(5), want_masked, tol);
       }
   // A tie sends the window's gradient to its first maximum, in row-major order.
   graph g;

@@ -1279,3 +1279,102 @@ TEST_CASE("folding under train::minimize: a two-layer ReLU network's input gradi
   REQUIRE(after[0].size() == after[1].size());
   for (std::size_t i = 0; i < after[0].size(); ++i) CHECK(std::abs(after[0][i] - after[1][i]) <= 1e-5f * (1 + std::abs(after[1][i])));
 }
+
+namespace {
+// MaxPool's attrs: a kh x kw window, stride s, SAME or VALID.
+attr_map pooling(std::int64_t kh, std::int64_t kw, std::int64_t s, bool same) {
+  return {{"ksize", std::vector<std::int64_t>{1, kh, kw, 1}},
+          {"strides", std::vector<std::int64_t>{1, s, s, 1}},
+          {"padding", std::string(same ? "SAME" : "VALID")}};
+}
+}  // namespace
+
+TEST_CASE("folding a MaxPoolGrad's ReluGrad: the same bits as the two nodes for every kind of window") {
+  // A convolution layer's backward pass through its Relu and MaxPool: dx = ReluGrad(MaxPoolGrad(r,
+  // MaxPool(r), dy), r), r = Relu(x). Windows that do not overlap and cover the input, that reach
+  // into SAME padding, that leave elements out (stride 3), and that overlap (3x3, stride 2); 19
+  // channels (a SIMD packet of floats and a tail); x with zeros (whole windows of them: a
+  // maximum of 0, masked), negatives, a NaN and an infinity; float32 and bfloat16.
+  struct geo {
+    std::int64_t h, w, kh, kw, s;
+    bool same;
+  };
+  const std::int64_t n = 2, c = 19;
+  for (const geo& q : {geo{6, 6, 2, 2, 2, false}, geo{5, 5, 2, 2, 2, true}, geo{5, 7, 2, 2, 3, true}, geo{5, 5, 3, 3, 2, true}})
+    for (dtype t : {dtype::float32, dtype::bfloat16})
+      for (int threads : {1, 2}) {
+        INFO(q.h << "x" << q.w << " by " << q.kh << "x" << q.kw << " stride " << q.s << (q.same ? " SAME, " : " VALID, ") << t
+                  << ", " << threads << " threads");
+        graph g;
+        auto& x = g.placeholder(dtype::float32, shape{n, q.h, q.w, c}, "x");
+        auto& dy = g.placeholder(dtype::float32, partial_shape::unknown_of_rank(4), "dy");
+        auto& r = g.op("Relu", {g.op("Cast", {x}, {{"DstT", t}})}, {}, "r");
+        auto& p = g.op("MaxPool", {r}, pooling(q.kh, q.kw, q.s, q.same), "p");
+        auto& mg = g.op("MaxPoolGrad", {r, p, g.op("Cast", {dy}, {{"DstT", t}})}, pooling(q.kh, q.kw, q.s, q.same), "mg");
+        auto& dx = g.op("ReluGrad", {mg, r}, {}, "dx");
+        auto& out = g.op("Cast", {dx}, {{"DstT", dtype::float32}}, "out");
+        const auto oh = q.same ? (q.h + q.s - 1) / q.s : (q.h - q.kh) / q.s + 1;
+        const auto ow = q.same ? (q.w + q.s - 1) / q.s : (q.w - q.kw) / q.s + 1;
+        std::vector<float> xs(static_cast<std::size_t>(n * q.h * q.w * c)), dys(static_cast<std::size_t>(n * oh * ow * c));
+        for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = i % 5 == 0 ? 0.0f : static_cast<float>(std::sin(0.9 * static_cast<double>(i)));
+        for (std::size_t i = 0; i < xs.size() / 4; ++i) xs[i] = 0.0f;  // the first image's first rows: windows of zeros
+        xs[xs.size() / 2] = std::numeric_limits<float>::quiet_NaN();
+        xs[xs.size() / 2 + 3 * c] = std::numeric_limits<float>::infinity();
+        for (std::size_t i = 0; i < dys.size(); ++i) dys[i] = 1.0f + static_cast<float>(i % 13);
+        const feed_list feeds{{"x", tensor::from_vector(xs, shape{n, q.h, q.w, c})},
+                              {"dy", tensor::from_vector(dys, shape{n, oh, ow, c})}};
+        std::vector<std::vector<float>> results;
+        for (bool fuse : {true, false}) {
+          INFO((fuse ? "fused" : "unfused"));
+          session s(g, fusing(threads, fuse));
+          const auto traced = trace(s, feeds, {out});
+          CHECK(traced.names.count(fuse ? "dx (_FusedMaxPoolGradReluGrad)" : "dx (ReluGrad)") == 1);
+          CHECK(traced.names.count("mg (MaxPoolGrad)") == (fuse ? 0 : 1));
+          results.push_back(traced.out.at(0).to_vector<float>());
+        }
+        REQUIRE(results[0].size() == results[1].size());
+        int differ = 0, kept = 0, masked = 0;
+        for (std::size_t i = 0; i < results[0].size(); ++i) {
+          if (std::memcmp(&results[0][i], &results[1][i], sizeof(float)) != 0) ++differ;
+          kept += results[0][i] != 0.0f;
+        }
+        // Windows of zeros: the gradient a window sends its first element is masked.
+        for (std::size_t i = 0; i < xs.size() / 4; ++i) masked += results[0][i] != 0.0f;
+        CHECK(differ == 0);
+        CHECK(kept > 0);
+        CHECK(masked == 0);
+      }
+}
+
+TEST_CASE("folding a MaxPoolGrad's ReluGrad: not where the MaxPoolGrad is fetched or fed or the features differ") {
+  // A 2x2 input, one window: r = [[1, 3], [0, 2]] (x = [[1, 3], [-1, 2]]), dy = 5: MaxPoolGrad
+  // sends 5 to the 3; ReluGrad by r keeps it, by other = [[1, -1], [1, 1]] clears it.
+  graph g;
+  auto& x = g.placeholder(dtype::float32, shape{1, 2, 2, 1}, "x");
+  auto& other = g.placeholder(dtype::float32, shape{1, 2, 2, 1}, "other");
+  auto& r = g.op("Relu", {x}, {}, "r");
+  auto& p = g.op("MaxPool", {r}, pooling(2, 2, 2, false), "p");
+  auto& mg = g.op("MaxPoolGrad", {r, p, g.constant(tensor::of<float>({1, 1, 1, 1}, {5}))}, pooling(2, 2, 2, false), "mg");
+  auto& dx = g.op("ReluGrad", {mg, r}, {}, "dx");
+  auto& mg2 = g.op("MaxPoolGrad", {r, p, g.constant(tensor::of<float>({1, 1, 1, 1}, {5}))}, pooling(2, 2, 2, false), "mg2");
+  auto& dx_other = g.op("ReluGrad", {mg2, other}, {}, "dx_other");  // (mg read twice would fold in neither)
+  auto& bad = g.op("_FusedMaxPoolGradReluGrad", {r, p, x}, pooling(2, 2, 2, false), "bad");  // grad of the input's shape
+  const feed_list feeds{{"x", tensor::of<float>({1, 2, 2, 1}, {1, 3, -1, 2})}, {"other", tensor::of<float>({1, 2, 2, 1}, {1, -1, 1, 1})}};
+  session s(g, test::one_thread());
+  const auto folded = trace(s, feeds, {dx});
+  CHECK(folded.names.count("dx (_FusedMaxPoolGradReluGrad)") == 1);
+  CHECK(folded.out.at(0).to_vector<float>() == std::vector<float>{0, 5, 0, 0});
+  const auto fetched = trace(s, feeds, {dx, mg});  // the MaxPoolGrad fetched too: not folded
+  CHECK(fetched.names.count("dx (ReluGrad)") == 1);
+  CHECK(fetched.out.at(0).to_vector<float>() == std::vector<float>{0, 5, 0, 0});
+  feed_list fed = feeds;  // the MaxPoolGrad fed: the ReluGrad reads the fed value
+  fed.push_back({"mg", tensor::of<float>({1, 2, 2, 1}, {7, 7, 7, 7})});
+  const auto with_fed = trace(s, fed, {dx});
+  CHECK(with_fed.names.count("dx (ReluGrad)") == 1);
+  CHECK(with_fed.out.at(0).to_vector<float>() == std::vector<float>{7, 7, 0, 7});
+  const auto others = trace(s, feeds, {dx_other});  // features other than the pool's input
+  CHECK(others.names.count("dx_other (ReluGrad)") == 1);
+  CHECK(others.out.at(0).to_vector<float>() == std::vector<float>{0, 0, 0, 0});
+  test::require_error([&] { s.run(feeds, {bad}); },
+                      {"node 'bad' (_FusedMaxPoolGradReluGrad)", "grad has shape [1,2,2,1]", "give [1,1,1,1]"});
+}

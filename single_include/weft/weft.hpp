@@ -4771,6 +4771,14 @@ struct matrix {
 ///                                                           at each window's maximum:
 ///                                                           MaxPoolGrad's gradient in grad
 ///   AvgPoolGrad(orig_input_shape, grad)
+///   _FusedMaxPoolGradReluGrad(orig_input, orig_output, grad)
+///                                                           ReluGrad(MaxPoolGrad(orig_input,
+///                                                           orig_output, grad), orig_input)
+///                                                           as one node: a window's gradient
+///                                                           to its first maximum where that is
+///                                                           above 0. Only a session's own copy
+///                                                           of a graph holds it
+///                                                           (graph/passes/fuse_pooling.hpp).
 ///
 /// Batch normalization, TensorFlow's fused ops (channels last; weft also takes ranks 2 to 5):
 ///   FusedBatchNormV3(x, scale, offset, mean, variance; epsilon, exponential_avg_factor,
@@ -4972,6 +4980,12 @@ inline void batch_norm_shapes(shape_context& c, bool forward) {
 }
 }  // namespace detail
 
+/// The op a session puts in place of a ReluGrad whose gradients are a MaxPoolGrad's output
+/// that nothing else reads and whose features are that MaxPoolGrad's orig_input
+/// (graph/passes/fuse_pooling.hpp): each window's gradient to its first maximum where that
+/// maximum is above 0, in one pass over the input instead of two.
+inline constexpr const char* fused_max_pool_grad_relu_grad_op = "_FusedMaxPoolGradReluGrad";
+
 /// The nn family's op definitions (registered by register_nn_ops()).
 std::vector<op_def> nn_op_defs();
 #ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
@@ -5165,6 +5179,21 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> nn_op_defs() {
                        })
                        .flops(pool_flops)
                        .build());
+  // MaxPoolGrad and the ReluGrad that masks it by the pool's input as one node.
+  defs.push_back(pool_attrs(op_def_builder(fused_max_pool_grad_relu_grad_op)
+                                .input("orig_input: T")
+                                .input("orig_output: T")
+                                .input("grad: T")
+                                .output("backprops: T"))
+                     .shape_fn([](shape_context& c) {
+                       detail::pool_window(c);
+                       for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
+                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : partial_shape::unknown_of_rank(4));
+                     })
+                     .flops([pool_flops](const op_cost_args& c) {  // MaxPoolGrad's and a mask per element
+                       return pool_flops(c) + (c.outputs.empty() ? 0.0 : op_cost_args::elements(c.outputs[0]));
+                     })
+                     .build());
   defs.push_back(pool_attrs(op_def_builder("AvgPoolGrad")
                                 .input("orig_input_shape: Tsizes")
                                 .input("grad: T")
@@ -5428,12 +5457,21 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPoolGrad, nn, gradients::avg_pool_grad_rule
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Dropout, nn, gradients::dropout_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FusedBatchNormV3, nn, gradients::fused_batch_norm_rule)
 WEFT_DETAIL_OP_TYPE(FusedBatchNormGradV3, nn)
+/// _FusedMaxPoolGradReluGrad as a C++ type (of the nn family): a session's rewrite adds it
+/// (graph/passes/fuse_pooling.hpp), no program does.
+struct FusedMaxPoolGradReluGrad {
+  static constexpr const char* name = fused_max_pool_grad_relu_grad_op;  ///< "_FusedMaxPoolGradReluGrad"
+  /// The full CPU kernel registry has its kernel.
+  static constexpr bool in_cpu_registry = true;
+  /// Registers its family's op definitions.
+  static void define() { register_nn_ops(); }
+};
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The nn family as a C++ type: use_kernels<ops::families::nn>() registers its ops and kernels.
 struct nn {
   static constexpr const char* name = "nn";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3>;  ///< its op types
+  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3, FusedMaxPoolGradReluGrad>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_nn_ops(); }
 };
@@ -10831,6 +10869,71 @@ inline void fuse_adams(graph& g, const std::vector<fusable_adam>& adams) {
 
 }  // namespace weft::passes
 /// @file
+/// A max pooling's gradient absorbs the ReLU gradient after it: ReluGrad(MaxPoolGrad(r, p,
+/// dy), r), the backward pass of a convolution layer's Relu then MaxPool (LeNet's), becomes
+/// one _FusedMaxPoolGradReluGrad(r, p, dy) when nothing else reads the MaxPoolGrad. The
+/// MaxPoolGrad writes a gradient of the pool's input shape (four times the pooled size for
+/// 2x2 windows) and ReluGrad reads it back with r to write another; the fused node writes
+/// one, each window's gradient to its first maximum where that maximum is above 0. Bit for
+/// bit the two nodes' result (ops/nn_ops.hpp, kernels/cpu/pooling.hpp).
+///
+/// A session does it beside the MatMul folds (graph/passes/fuse_matmul.hpp, under
+/// session_options::fuse_matmul), on its own copy of the graph, where every device is a CPU
+/// and the fused kernel of the dtype is registered. The fused node takes the ReluGrad's id,
+/// name, device and colocation (graph::replace), with the control inputs of both nodes.
+
+#include <utility>
+#include <vector>
+
+
+namespace weft::passes {
+
+/// A ReluGrad and the MaxPoolGrad whose output is its gradients, by node id.
+struct fusable_pool_relu_grad {
+  int max_pool_grad = -1;  ///< the MaxPoolGrad node
+  int relu_grad = -1;      ///< the ReluGrad node
+  /// Equal when both ids are.
+  friend bool operator==(const fusable_pool_relu_grad&, const fusable_pool_relu_grad&) = default;
+};
+
+/// The ReluGrads of g whose gradients are output 0 of a MaxPoolGrad that nothing else reads
+/// (no other input, fetch or target, no output fed; nodes that wait on it come after the
+/// ReluGrad, where their control edges move) and whose features are that MaxPoolGrad's
+/// orig_input (the same output), with the ReluGrad's output not fed and the MaxPoolGrad
+/// asking for no other device or colocation than the ReluGrad.
+inline std::vector<fusable_pool_relu_grad> fusable_pool_relu_grads(const graph& g, const std::vector<output>& fed,
+                                                                   const std::vector<output>& fetched,
+                                                                   const std::vector<int>& targets) {
+  const detail::readers_of readers(g, fed, fetched, targets);
+  std::vector<fusable_pool_relu_grad> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& rg = g.at(id);
+    if (rg.op() != "ReluGrad" || readers.fed[static_cast<std::size_t>(id)]) continue;
+    const output gradients = rg.inputs()[0];
+    const node& mpg = g.at(gradients.node);
+    if (mpg.op() != "MaxPoolGrad" || gradients.port != 0 || mpg.inputs()[0] != rg.inputs()[1] ||
+        mpg.attr<dtype>("T") != rg.attr<dtype>("T") || !readers.folds(mpg.id(), id) || !detail::folds_into(mpg, rg))
+      continue;
+    out.push_back({mpg.id(), id});
+  }
+  return out;
+}
+
+/// Folds each of `found` (from fusable_pool_relu_grads(g, ...)) in g: the ReluGrad's node
+/// replaced in place by _FusedMaxPoolGradReluGrad with the MaxPoolGrad's inputs and attrs and
+/// the control inputs of both nodes.
+inline void fuse_pool_relu_grads(graph& g, const std::vector<fusable_pool_relu_grad>& found) {
+  for (const auto& f : found) {
+    const node& mpg = g.at(f.max_pool_grad);
+    std::vector<output> inputs = mpg.inputs();
+    std::vector<int> controls = detail::controls_of({&mpg, &g.at(f.relu_grad)});
+    g.replace(f.relu_grad, ops::fused_max_pool_grad_relu_grad_op, inputs, mpg.attrs(), std::move(controls));
+    g.redirect_control_inputs(f.max_pool_grad, f.relu_grad);
+  }
+}
+
+}  // namespace weft::passes
+/// @file
 /// Placement (whitepaper §3.2.1): which device of a cluster each node of a run runs on.
 ///
 /// 1. Feasible devices per node: those its requested device (node_options::on, device_scope)
@@ -15048,7 +15151,9 @@ struct session_options {
   /// it, applied in the product's output pass, and a weight's gradient-descent step, one GEMM
   /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
   /// back), or mixed precision's Adam step on a bfloat16 product's float sums. Results
-  /// differ from the unfused graph by rounding only (the ReluGrad's, not at all).
+  /// differ from the unfused graph by rounding only (the ReluGrad's, not at all). The same
+  /// switch folds the ReluGrad after a MaxPoolGrad that alone reads it into one
+  /// _FusedMaxPoolGradReluGrad, with the same bits (graph/passes/fuse_pooling.hpp).
   bool fuse_matmul = true;
 };
 
@@ -15245,16 +15350,22 @@ class session {
       auto u = registered(passes::fusable_updates(*g, user_fed, fetched, targets), ops::fused_matmul_gradient_descent_op);
       auto b = registered(passes::fusable_biases(*g, user_fed, fetched, targets), ops::fused_matmul_bias_add_op);
       auto r = registered(passes::fusable_relu_grads(*g, user_fed, fetched, targets), ops::fused_matmul_relu_grad_op);
+      auto pools = passes::fusable_pool_relu_grads(*g, user_fed, fetched, targets);
+      std::erase_if(pools, [&](const passes::fusable_pool_relu_grad& f) {
+        return !kernel_registry::global().has(ops::fused_max_pool_grad_relu_grad_op, "CPU",
+                                              {"T", g->at(f.relu_grad).attr<dtype>("T")});
+      });
       // Mixed precision's Adam steps (float32 state, a bfloat16 product): the kernel of float32.
       auto adams = kernel_registry::global().has(ops::fused_matmul_adam_op, "CPU", {"T", dtype::float32})
                        ? passes::fusable_adams(*g, user_fed, fetched, targets)
                        : std::vector<passes::fusable_adam>{};
-      if (!u.empty() || !b.empty() || !r.empty() || !adams.empty()) {
+      if (!u.empty() || !b.empty() || !r.empty() || !adams.empty() || !pools.empty()) {
         auto copy = std::make_shared<graph>(*g);
         passes::fuse_updates(*copy, u);
         passes::fuse_adams(*copy, adams);
         passes::fuse_biases(*copy, b);
         passes::fuse_relu_grads(*copy, r);
+        passes::fuse_pool_relu_grads(*copy, pools);
         x->rewritten = g = std::move(copy);
       }
     }
@@ -26473,9 +26584,14 @@ struct window_maxima {
 };
 
 /// MaxPoolGrad: each window's gradient to the first of its maxima (TensorFlow's CPU choice);
-/// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum.
-template <bool Second>
+/// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum;
+/// _FusedMaxPoolGradReluGrad (Masked): MaxPoolGrad's where that maximum is above 0, else 0,
+/// which is ReluGrad(MaxPoolGrad(...), orig_input) bit for bit: ReluGrad keeps an element
+/// where its feature is above 0, and the element a window's gradient goes to is the window's
+/// maximum (an element that gets none is 0 either way).
+template <bool Second, bool Masked = false>
 struct max_pool_grad_op : pool_base {
+  static_assert(!(Second && Masked), "MaxPoolGradGrad has no masked form");
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b101;  ///< orig_output is only checked for its shape
   /// The kernel of a node (reads its window attrs).
@@ -26494,7 +26610,7 @@ struct max_pool_grad_op : pool_base {
     const C *in = v.in[0].data<C>(), *grad = v.in[2].data<C>();
     C* out = v.out[0].data<C>();
     if constexpr (Second) {
-      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w, const C*) {
         for (std::int64_t ch = 0; ch < g.c; ++ch)  // a window wholly in the padding has no maximum: 0
           out[r * g.c + ch] = w.count > 0 ? grad[w.at(ch)] : C(0);
       });
@@ -26518,9 +26634,12 @@ struct max_pool_grad_op : pool_base {
       });
     } else {
       std::fill_n(out, v.out[0].num_elements(), C(0));
-      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
-        if (w.count > 0)
-          for (std::int64_t ch = 0; ch < g.c; ++ch) out[w.at(ch)] += grad[r * g.c + ch];
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w, const C* best) {
+        if (w.count == 0) return;
+        // Masked: every gradient an element gets is masked by the same value (its own, the
+        // maximum of each window it gets one from), so the sum is ReluGrad's of the sum.
+        for (std::int64_t ch = 0; ch < g.c; ++ch)
+          if (!Masked || best[ch] > C(0)) out[w.at(ch)] += grad[r * g.c + ch];
       });
     }
   }
@@ -26549,7 +26668,9 @@ struct max_pool_grad_op : pool_base {
           best = ei::pselect(greater, v, best);
           first = ei::pselect(greater, ei::pset1<P>(k), first);
         }
-      const P grad = ei::ploadu<P>(d + c0), zero = ei::pzero(grad);
+      P grad = ei::ploadu<P>(d + c0);
+      const P zero = ei::pzero(grad);
+      if constexpr (Masked) grad = ei::pselect(ei::pcmp_lt(zero, best), grad, zero);  // a NaN maximum is not above 0
       k = 0;
       for (std::int64_t iy = 0; iy < rows; ++iy)
         for (std::int64_t ix = 0; ix < cols; ++ix, ++k)
@@ -26561,13 +26682,14 @@ struct max_pool_grad_op : pool_base {
       for (std::int64_t iy = 0; iy < rows; ++iy)
         for (std::int64_t ix = 0; ix < cols; ++ix, ++k)
           if (in[iy * row + ix * g.c + ch] > best) best = in[iy * row + ix * g.c + ch], first = k;
+      const C grad = !Masked || best > C(0) ? d[ch] : C(0);
       k = 0;
       for (std::int64_t iy = 0; iy < rows; ++iy)
-        for (std::int64_t ix = 0; ix < cols; ++ix, ++k) out[iy * row + ix * g.c + ch] = k == first ? d[ch] : C(0);
+        for (std::int64_t ix = 0; ix < cols; ++ix, ++k) out[iy * row + ix * g.c + ch] = k == first ? grad : C(0);
     }
   }
-  /// Calls f(output row, its window's maxima) for every output position, images split
-  /// between the threads.
+  /// Calls f(output row, its window's maxima, each channel's maximum) for every output
+  /// position, images split between the threads.
   template <class C, class F>
   void each_window(kernel_context& ctx, const geometry& g, const C* in, F&& f) const {
     ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
@@ -26575,7 +26697,7 @@ struct max_pool_grad_op : pool_base {
       window_maxima w(g);
       for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
         w.find(g, in, best.data(), img, y, x);
-        f(r, w);
+        f(r, w, static_cast<const C*>(best.data()));
       });
     });
   }
@@ -26584,6 +26706,8 @@ struct max_pool_grad_op : pool_base {
 using max_pool_grad = max_pool_grad_op<false>;
 /// MaxPoolGradGrad's kernel body.
 using max_pool_grad_grad = max_pool_grad_op<true>;
+/// _FusedMaxPoolGradReluGrad's kernel body.
+using max_pool_grad_relu_grad = max_pool_grad_op<false, true>;
 
 /// Each window's gradient shared equally by the input elements it averaged.
 struct avg_pool_grad : pool_base {
@@ -27052,6 +27176,7 @@ void register_nn_kernels() {
   register_for<nn::kernel<nn::pool<false>>::of>("AvgPool", "T", types{});
   register_for<nn::kernel<nn::max_pool_grad>::of>("MaxPoolGrad", "T", types{});
   register_for<nn::kernel<nn::max_pool_grad_grad>::of>("MaxPoolGradGrad", "T", types{});
+  register_for<nn::kernel<nn::max_pool_grad_relu_grad>::of>(ops::fused_max_pool_grad_relu_grad_op, "T", types{});
   register_for<nn::kernel<nn::avg_pool_grad>::of>("AvgPoolGrad", "T", types{});
   register_for<nn::kernel<nn::dropout>::of>("Dropout", "T", types{});
   register_for<nn::kernel<nn::fused_batch_norm>::of>("FusedBatchNormV3", "T", type_list<float, double>{});
@@ -27145,6 +27270,15 @@ template <class T>
 struct kernel_for<ops::MaxPoolGradGrad, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::max_pool_grad_grad>::template of<T>>("MaxPoolGradGrad", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of _FusedMaxPoolGradReluGrad's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::FusedMaxPoolGradReluGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::max_pool_grad_relu_grad>::template of<T>>(
+        ops::fused_max_pool_grad_relu_grad_op, {"T", dtype_of<T>});
+  }
 };
 /// Typed code's registration of AvgPoolGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>

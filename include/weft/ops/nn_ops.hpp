@@ -27,6 +27,14 @@
 ///                                                           at each window's maximum:
 ///                                                           MaxPoolGrad's gradient in grad
 ///   AvgPoolGrad(orig_input_shape, grad)
+///   _FusedMaxPoolGradReluGrad(orig_input, orig_output, grad)
+///                                                           ReluGrad(MaxPoolGrad(orig_input,
+///                                                           orig_output, grad), orig_input)
+///                                                           as one node: a window's gradient
+///                                                           to its first maximum where that is
+///                                                           above 0. Only a session's own copy
+///                                                           of a graph holds it
+///                                                           (graph/passes/fuse_pooling.hpp).
 ///
 /// Batch normalization, TensorFlow's fused ops (channels last; weft also takes ranks 2 to 5):
 ///   FusedBatchNormV3(x, scale, offset, mean, variance; epsilon, exponential_avg_factor,
@@ -235,6 +243,12 @@ inline void batch_norm_shapes(shape_context& c, bool forward) {
 }
 }  // namespace detail
 
+/// The op a session puts in place of a ReluGrad whose gradients are a MaxPoolGrad's output
+/// that nothing else reads and whose features are that MaxPoolGrad's orig_input
+/// (graph/passes/fuse_pooling.hpp): each window's gradient to its first maximum where that
+/// maximum is above 0, in one pass over the input instead of two.
+inline constexpr const char* fused_max_pool_grad_relu_grad_op = "_FusedMaxPoolGradReluGrad";
+
 /// The nn family's op definitions (registered by register_nn_ops()).
 std::vector<op_def> nn_op_defs();
 #ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
@@ -428,6 +442,21 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> nn_op_defs() {
                        })
                        .flops(pool_flops)
                        .build());
+  // MaxPoolGrad and the ReluGrad that masks it by the pool's input as one node.
+  defs.push_back(pool_attrs(op_def_builder(fused_max_pool_grad_relu_grad_op)
+                                .input("orig_input: T")
+                                .input("orig_output: T")
+                                .input("grad: T")
+                                .output("backprops: T"))
+                     .shape_fn([](shape_context& c) {
+                       detail::pool_window(c);
+                       for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
+                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : partial_shape::unknown_of_rank(4));
+                     })
+                     .flops([pool_flops](const op_cost_args& c) {  // MaxPoolGrad's and a mask per element
+                       return pool_flops(c) + (c.outputs.empty() ? 0.0 : op_cost_args::elements(c.outputs[0]));
+                     })
+                     .build());
   defs.push_back(pool_attrs(op_def_builder("AvgPoolGrad")
                                 .input("orig_input_shape: Tsizes")
                                 .input("grad: T")
@@ -691,12 +720,21 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPoolGrad, nn, gradients::avg_pool_grad_rule
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Dropout, nn, gradients::dropout_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FusedBatchNormV3, nn, gradients::fused_batch_norm_rule)
 WEFT_DETAIL_OP_TYPE(FusedBatchNormGradV3, nn)
+/// _FusedMaxPoolGradReluGrad as a C++ type (of the nn family): a session's rewrite adds it
+/// (graph/passes/fuse_pooling.hpp), no program does.
+struct FusedMaxPoolGradReluGrad {
+  static constexpr const char* name = fused_max_pool_grad_relu_grad_op;  ///< "_FusedMaxPoolGradReluGrad"
+  /// The full CPU kernel registry has its kernel.
+  static constexpr bool in_cpu_registry = true;
+  /// Registers its family's op definitions.
+  static void define() { register_nn_ops(); }
+};
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The nn family as a C++ type: use_kernels<ops::families::nn>() registers its ops and kernels.
 struct nn {
   static constexpr const char* name = "nn";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3>;  ///< its op types
+  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3, FusedMaxPoolGradReluGrad>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_nn_ops(); }
 };

@@ -449,6 +449,7 @@ void register_nn_kernels() {
   register_for<nn::kernel<nn::pool<false>>::of>("AvgPool", "T", types{});
   register_for<nn::kernel<nn::max_pool_grad>::of>("MaxPoolGrad", "T", types{});
   register_for<nn::kernel<nn::max_pool_grad_grad>::of>("MaxPoolGradGrad", "T", types{});
+  register_for<nn::kernel<nn::max_pool_grad_relu_grad>::of>(ops::fused_max_pool_grad_relu_grad_op, "T", types{});
   register_for<nn::kernel<nn::avg_pool_grad>::of>("AvgPoolGrad", "T", types{});
   register_for<nn::kernel<nn::dropout>::of>("Dropout", "T", types{});
   register_for<nn::kernel<nn::fused_batch_norm>::of>("FusedBatchNormV3", "T", type_list<float, double>{});
@@ -542,6 +543,15 @@ template <class T>
 struct kernel_for<ops::MaxPoolGradGrad, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::max_pool_grad_grad>::template of<T>>("MaxPoolGradGrad", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of _FusedMaxPoolGradReluGrad's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::FusedMaxPoolGradReluGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::max_pool_grad_relu_grad>::template of<T>>(
+        ops::fused_max_pool_grad_relu_grad_op, {"T", dtype_of<T>});
+  }
 };
 /// Typed code's registration of AvgPoolGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>

@@ -144,9 +144,14 @@ struct window_maxima {
 };
 
 /// MaxPoolGrad: each window's gradient to the first of its maxima (TensorFlow's CPU choice);
-/// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum.
-template <bool Second>
+/// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum;
+/// _FusedMaxPoolGradReluGrad (Masked): MaxPoolGrad's where that maximum is above 0, else 0,
+/// which is ReluGrad(MaxPoolGrad(...), orig_input) bit for bit: ReluGrad keeps an element
+/// where its feature is above 0, and the element a window's gradient goes to is the window's
+/// maximum (an element that gets none is 0 either way).
+template <bool Second, bool Masked = false>
 struct max_pool_grad_op : pool_base {
+  static_assert(!(Second && Masked), "MaxPoolGradGrad has no masked form");
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b101;  ///< orig_output is only checked for its shape
   /// The kernel of a node (reads its window attrs).
@@ -165,7 +170,7 @@ struct max_pool_grad_op : pool_base {
     const C *in = v.in[0].data<C>(), *grad = v.in[2].data<C>();
     C* out = v.out[0].data<C>();
     if constexpr (Second) {
-      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w, const C*) {
         for (std::int64_t ch = 0; ch < g.c; ++ch)  // a window wholly in the padding has no maximum: 0
           out[r * g.c + ch] = w.count > 0 ? grad[w.at(ch)] : C(0);
       });
@@ -189,9 +194,12 @@ struct max_pool_grad_op : pool_base {
       });
     } else {
       std::fill_n(out, v.out[0].num_elements(), C(0));
-      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
-        if (w.count > 0)
-          for (std::int64_t ch = 0; ch < g.c; ++ch) out[w.at(ch)] += grad[r * g.c + ch];
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w, const C* best) {
+        if (w.count == 0) return;
+        // Masked: every gradient an element gets is masked by the same value (its own, the
+        // maximum of each window it gets one from), so the sum is ReluGrad's of the sum.
+        for (std::int64_t ch = 0; ch < g.c; ++ch)
+          if (!Masked || best[ch] > C(0)) out[w.at(ch)] += grad[r * g.c + ch];
       });
     }
   }
@@ -220,7 +228,9 @@ struct max_pool_grad_op : pool_base {
           best = ei::pselect(greater, v, best);
           first = ei::pselect(greater, ei::pset1<P>(k), first);
         }
-      const P grad = ei::ploadu<P>(d + c0), zero = ei::pzero(grad);
+      P grad = ei::ploadu<P>(d + c0);
+      const P zero = ei::pzero(grad);
+      if constexpr (Masked) grad = ei::pselect(ei::pcmp_lt(zero, best), grad, zero);  // a NaN maximum is not above 0
       k = 0;
       for (std::int64_t iy = 0; iy < rows; ++iy)
         for (std::int64_t ix = 0; ix < cols; ++ix, ++k)
@@ -232,13 +242,14 @@ struct max_pool_grad_op : pool_base {
       for (std::int64_t iy = 0; iy < rows; ++iy)
         for (std::int64_t ix = 0; ix < cols; ++ix, ++k)
           if (in[iy * row + ix * g.c + ch] > best) best = in[iy * row + ix * g.c + ch], first = k;
+      const C grad = !Masked || best > C(0) ? d[ch] : C(0);
       k = 0;
       for (std::int64_t iy = 0; iy < rows; ++iy)
-        for (std::int64_t ix = 0; ix < cols; ++ix, ++k) out[iy * row + ix * g.c + ch] = k == first ? d[ch] : C(0);
+        for (std::int64_t ix = 0; ix < cols; ++ix, ++k) out[iy * row + ix * g.c + ch] = k == first ? grad : C(0);
     }
   }
-  /// Calls f(output row, its window's maxima) for every output position, images split
-  /// between the threads.
+  /// Calls f(output row, its window's maxima, each channel's maximum) for every output
+  /// position, images split between the threads.
   template <class C, class F>
   void each_window(kernel_context& ctx, const geometry& g, const C* in, F&& f) const {
     ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
@@ -246,7 +257,7 @@ struct max_pool_grad_op : pool_base {
       window_maxima w(g);
       for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
         w.find(g, in, best.data(), img, y, x);
-        f(r, w);
+        f(r, w, static_cast<const C*>(best.data()));
       });
     });
   }
@@ -255,6 +266,8 @@ struct max_pool_grad_op : pool_base {
 using max_pool_grad = max_pool_grad_op<false>;
 /// MaxPoolGradGrad's kernel body.
 using max_pool_grad_grad = max_pool_grad_op<true>;
+/// _FusedMaxPoolGradReluGrad's kernel body.
+using max_pool_grad_relu_grad = max_pool_grad_op<false, true>;
 
 /// Each window's gradient shared equally by the input elements it averaged.
 struct avg_pool_grad : pool_base {
