@@ -156,16 +156,32 @@ TEST_CASE("conv: Conv2D and its two gradient ops equal the direct sums", "[nn][c
       auto y = g.op("Conv2D", {x, f}, conv_attrs(c)).out(0);
       auto dx = g.op("Conv2DBackpropInput", {sizes(g, {c.n, c.h, c.w, c.c}), f, d}, conv_attrs(c)).out(0);
       auto df = g.op("Conv2DBackpropFilter", {x, sizes(g, {c.kh, c.kw, c.c, c.k}), d}, conv_attrs(c)).out(0);
+      // The fused forward op (a session's fold of BiasAdd and Relu, written here directly).
+      auto b = ph(g, "b");
+      attr_map fused_attrs = conv_attrs(c);
+      fused_attrs.set("relu", true);
+      auto yb = g.op("_FusedConv2DBiasAdd", {x, f, b}, conv_attrs(c)).out(0);
+      auto ybr = g.op("_FusedConv2DBiasAdd", {x, f, b}, fused_attrs).out(0);
       auto [oh, pt] = out_and_pad(c.h, c.kh, c.sh, c.dh, c.same);
       auto [ow, pl] = out_and_pad(c.w, c.kw, c.sw, c.dw, c.same);
       (void)pt, (void)pl;
       const shape xs{c.n, c.h, c.w, c.c}, fs{c.kh, c.kw, c.c, c.k}, ys{c.n, oh, ow, c.k};
       const auto xv = scattered(xs.num_elements(), 0.3), fv = scattered(fs.num_elements(), 1.1),
                  dv = scattered(ys.num_elements(), 2.9);
+      const auto bv = scattered(c.k, 4.1);
       session s(g, intra_threads(n_threads));
-      auto got = s.run({{x, tensor::from_vector(xv, xs)}, {f, tensor::from_vector(fv, fs)}, {d, tensor::from_vector(dv, ys)}},
-                       {y, dx, df});
+      auto got = s.run({{x, tensor::from_vector(xv, xs)}, {f, tensor::from_vector(fv, fs)}, {d, tensor::from_vector(dv, ys)},
+                        {b, tensor::from_vector(bv, shape{c.k})}},
+                       {y, dx, df, yb, ybr});
       const conv_results want = naive_conv(c, xv, fv, dv);
+      std::vector<double> want_b = want.out, want_br = want.out;
+      for (std::size_t i = 0; i < want_b.size(); ++i) {
+        want_b[i] += bv[i % static_cast<std::size_t>(c.k)];
+        want_br[i] = std::max(want_b[i], 0.0);
+      }
+      CHECK(got[3].shape() == ys);
+      check_close(got[3].to_vector<double>(), want_b);
+      check_close(got[4].to_vector<double>(), want_br);
       CHECK(got[0].shape() == ys);
       check_close(got[0].to_vector<double>(), want.out);
       CHECK(got[1].shape() == xs);

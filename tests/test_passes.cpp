@@ -1378,3 +1378,122 @@ TEST_CASE("folding a MaxPoolGrad's ReluGrad: not where the MaxPoolGrad is fetche
   test::require_error([&] { s.run(feeds, {bad}); },
                       {"node 'bad' (_FusedMaxPoolGradReluGrad)", "grad has shape [1,2,2,1]", "give [1,1,1,1]"});
 }
+
+TEST_CASE("folding a Conv2D's BiasAdd and Relu: the same floats as the three nodes in each convolution path") {
+  // Relu(BiasAdd(Conv2D(x, f), b)) and BiasAdd(Conv2D(x, f), b) alone, fused and unfused, in
+  // float32: 16 output channels (register blocks, the pass on each row as it is done), a
+  // one-channel input with 5 output channels (the direct loops), 7 input channels by 3 (the
+  // patch GEMM) and a 1x1 filter (one GEMM); the latter three apply the pass after the
+  // convolution. A NaN in x stays NaN through the fused ReLU.
+  struct layer {
+    std::int64_t c, k, kh;
+  };
+  for (const layer& q : {layer{3, 16, 3}, layer{1, 5, 3}, layer{7, 3, 3}, layer{4, 6, 1}})
+    for (int threads : {1, 2}) {
+      INFO(q.c << " channels by " << q.k << ", " << q.kh << "x" << q.kh << ", " << threads << " threads");
+      const std::int64_t n = 3, h = 7, w = 6;
+      graph g;
+      auto& x = g.placeholder(dtype::float32, shape{n, h, w, q.c}, "x");
+      const attr_map conv{{"strides", std::vector<std::int64_t>{1, 1, 1, 1}}, {"padding", std::string("SAME")}};
+      std::vector<float> fs(static_cast<std::size_t>(q.kh * q.kh * q.c * q.k)), bs(static_cast<std::size_t>(q.k));
+      for (std::size_t i = 0; i < fs.size(); ++i) fs[i] = static_cast<float>(std::cos(1.3 * static_cast<double>(i)));
+      for (std::size_t i = 0; i < bs.size(); ++i) bs[i] = 0.25f * static_cast<float>(i % 5) - 0.5f;
+      auto& f = g.constant(tensor::from_vector(fs, shape{q.kh, q.kh, q.c, q.k}), "f");
+      auto& b = g.constant(tensor::from_vector(bs, shape{q.k}), "b");
+      auto& r = g.op("Relu", {g.op("BiasAdd", {g.op("Conv2D", {x, f}, conv, "conv"), b}, {}, "biased")}, {}, "r");
+      for (float& v : fs) v = -v;  // another filter, so that common subexpressions do not merge the two
+      auto& f2 = g.constant(tensor::from_vector(fs, shape{q.kh, q.kh, q.c, q.k}), "f2");
+      auto& lone = g.op("BiasAdd", {g.op("Conv2D", {x, f2}, conv, "conv2"), b}, {}, "lone");
+      std::vector<float> xs(static_cast<std::size_t>(n * h * w * q.c));
+      for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(std::sin(0.7 * static_cast<double>(i)));
+      xs[5] = std::numeric_limits<float>::quiet_NaN();
+      const feed_list feeds{{"x", tensor::from_vector(xs, shape{n, h, w, q.c})}};
+      std::vector<std::vector<float>> results;
+      for (bool fuse : {true, false}) {
+        INFO((fuse ? "fused" : "unfused"));
+        session s(g, fusing(threads, fuse));
+        const auto traced = trace(s, feeds, {r, lone});
+        CHECK(traced.names.count(fuse ? "r (_FusedConv2DBiasAdd)" : "r (Relu)") == 1);
+        CHECK(traced.names.count(fuse ? "lone (_FusedConv2DBiasAdd)" : "lone (BiasAdd)") == 1);
+        CHECK(traced.ops.count("Conv2D") == (fuse ? 0 : 2));
+        results.push_back(traced.out.at(0).to_vector<float>());
+        const auto l = traced.out.at(1).to_vector<float>();
+        results.back().insert(results.back().end(), l.begin(), l.end());
+      }
+      REQUIRE(results[0].size() == results[1].size());
+      int differ = 0, nans = 0, zeros = 0;
+      for (std::size_t i = 0; i < results[0].size(); ++i) {
+        if (std::isnan(results[0][i])) {
+          ++nans;  // the fused ReLU keeps a NaN; Eigen's Relu may make it 0
+          continue;
+        }
+        zeros += results[0][i] == 0.0f;
+        if (std::memcmp(&results[0][i], &results[1][i], sizeof(float)) != 0) ++differ;
+      }
+      CHECK(differ == 0);
+      CHECK(nans > 0);
+      CHECK(zeros > 0);  // the ReLU cut something
+    }
+}
+
+TEST_CASE("folding a Conv2D's BiasAdd: not where the Conv2D is fetched, and a bad bias is an error naming the node") {
+  graph g;
+  auto& x = g.placeholder(dtype::float32, shape{1, 2, 2, 1}, "x");
+  auto& b = g.placeholder(dtype::float32, partial_shape::unknown_rank(), "b");
+  const attr_map conv{{"strides", std::vector<std::int64_t>{1, 1, 1, 1}}, {"padding", std::string("VALID")}};
+  auto& c = g.op("Conv2D", {x, g.constant(tensor::of<float>({1, 1, 1, 2}, {1, -1}), "f")}, conv, "conv");
+  auto& r = g.op("Relu", {g.op("BiasAdd", {c, b}, {}, "biased")}, {}, "r");
+  // x = [1, 2, 3, 4]: conv = [[1, -1], [2, -2], [3, -3], [4, -4]]; + [0.5, 2.5]; ReLU.
+  const feed_list feeds{{"x", tensor::of<float>({1, 2, 2, 1}, {1, 2, 3, 4})}, {"b", tensor::of<float>({2}, {0.5f, 2.5f})}};
+  const std::vector<float> want{1.5f, 1.5f, 2.5f, 0.5f, 3.5f, 0, 4.5f, 0};
+  session s(g, test::one_thread());
+  const auto folded = trace(s, feeds, {r});
+  CHECK(folded.names.count("r (_FusedConv2DBiasAdd)") == 1);
+  CHECK(folded.out.at(0).to_vector<float>() == want);
+  const auto fetched = trace(s, feeds, {r, c});  // the Conv2D fetched too: not folded
+  CHECK(fetched.names.count("r (Relu)") == 1);
+  CHECK(fetched.out.at(0).to_vector<float>() == want);
+  test::require_error([&] { s.run({feeds[0], {"b", tensor::of<float>({3}, {1, 2, 3})}}, {r}); },
+                      {"node 'r' (_FusedConv2DBiasAdd)", "bias must be a vector of the filter's 2 output channels", "[3]"});
+}
+
+TEST_CASE("folding a convolution layer's nodes under train::minimize: the weights after two steps equal the unfused ones") {
+  // LeNet's first layer and a dense one: x -> MaxPool(Relu(Conv2D(x, f) + b)) -> . w -> loss.
+  // The Conv2D's BiasAdd and Relu fold into _FusedConv2DBiasAdd, the pool's gradient and the
+  // ReluGrad into _FusedMaxPoolGradReluGrad.
+  graph g;
+  auto x = g.placeholder(dtype::float32, {4, 8, 8, 1}, "x").out(0);
+  auto f = g.variable(dtype::float32, {3, 3, 1, 16}, node_options("f")).out(0);
+  auto b = g.variable(dtype::float32, {16}, node_options("b")).out(0);
+  auto w = g.variable(dtype::float32, {256, 3}, node_options("w")).out(0);
+  auto& init = g.op("NoOp", {}, {},
+                    node_options("init").after({g.op("Assign", {f, g.constant(tensor::from_vector(wave(144, 0.4), shape{3, 3, 1, 16}))}).id(),
+                                                g.op("Assign", {b, g.constant(tensor::from_vector(wave(16, 2.9), shape{16}))}).id(),
+                                                g.op("Assign", {w, g.constant(tensor::from_vector(wave(768, 1.7), shape{256, 3}))}).id()}));
+  const attr_map conv{{"strides", std::vector<std::int64_t>{1, 1, 1, 1}}, {"padding", std::string("SAME")}};
+  auto h = g.op("Relu", {g.op("BiasAdd", {g.op("Conv2D", {x, f}, conv).out(0), b}).out(0)}).out(0);
+  auto p = g.op("MaxPool", {h}, pooling(2, 2, 2, true)).out(0);
+  auto flat = g.op("Reshape", {p, g.constant(tensor::of<std::int32_t>({2}, {4, 256}))}).out(0);
+  auto y = g.op("MatMul", {flat, w}).out(0);
+  auto loss = g.op("Sum", {g.op("Square", {y}), g.constant(tensor::of<std::int32_t>({2}, {0, 1}))}).out(0);
+  auto t = train::minimize(g, loss, {f, b, w}, train::sgd{0.001f});
+  const feed_list feeds{{"x", tensor::from_vector(wave(256, 3.3), shape{4, 8, 8, 1})}};
+  std::vector<std::vector<float>> after;
+  for (bool fuse : {true, false}) {
+    INFO((fuse ? "fused" : "unfused"));
+    session s(g, fusing(1, fuse));
+    s.run({}, {}, {init});
+    const auto ops = trace(s, feeds, {}, {t.step}).ops;
+    CHECK(ops.count("_FusedConv2DBiasAdd") == (fuse ? 1 : 0));
+    CHECK(ops.count("_FusedMaxPoolGradReluGrad") == (fuse ? 1 : 0));
+    CHECK(ops.count("ReluGrad") == (fuse ? 0 : 1));
+    s.run(feeds, {}, {t.step});
+    after.push_back({});
+    for (const auto& v : s.run({}, {f, b, w})) {
+      const auto vals = v.to_vector<float>();
+      after.back().insert(after.back().end(), vals.begin(), vals.end());
+    }
+  }
+  REQUIRE(after[0].size() == after[1].size());
+  for (std::size_t i = 0; i < after[0].size(); ++i) CHECK(std::abs(after[0][i] - after[1][i]) <= 1e-5f * (1 + std::abs(after[1][i])));
+}

@@ -4771,6 +4771,11 @@ struct matrix {
 ///                                                           at each window's maximum:
 ///                                                           MaxPoolGrad's gradient in grad
 ///   AvgPoolGrad(orig_input_shape, grad)
+///   _FusedConv2DBiasAdd(input, filter, bias; relu)          Relu(BiasAdd(Conv2D(input,
+///                                                           filter), bias)) as one node (the
+///                                                           Relu where relu; a NaN stays
+///                                                           NaN). Only a session's own copy
+///                                                           of a graph holds it.
 ///   _FusedMaxPoolGradReluGrad(orig_input, orig_output, grad)
 ///                                                           ReluGrad(MaxPoolGrad(orig_input,
 ///                                                           orig_output, grad), orig_input)
@@ -4778,7 +4783,7 @@ struct matrix {
 ///                                                           to its first maximum where that is
 ///                                                           above 0. Only a session's own copy
 ///                                                           of a graph holds it
-///                                                           (graph/passes/fuse_pooling.hpp).
+///                                                           (graph/passes/fuse_conv.hpp).
 ///
 /// Batch normalization, TensorFlow's fused ops (channels last; weft also takes ranks 2 to 5):
 ///   FusedBatchNormV3(x, scale, offset, mean, variance; epsilon, exponential_avg_factor,
@@ -4982,9 +4987,15 @@ inline void batch_norm_shapes(shape_context& c, bool forward) {
 
 /// The op a session puts in place of a ReluGrad whose gradients are a MaxPoolGrad's output
 /// that nothing else reads and whose features are that MaxPoolGrad's orig_input
-/// (graph/passes/fuse_pooling.hpp): each window's gradient to its first maximum where that
+/// (graph/passes/fuse_conv.hpp): each window's gradient to its first maximum where that
 /// maximum is above 0, in one pass over the input instead of two.
 inline constexpr const char* fused_max_pool_grad_relu_grad_op = "_FusedMaxPoolGradReluGrad";
+
+/// The op a session puts in place of Relu(BiasAdd(Conv2D(input, filter), bias)), or of the
+/// BiasAdd alone, where nothing else reads the inner nodes (graph/passes/fuse_conv.hpp):
+/// the bias (and ReLU: relu) applied to each row of the convolution's output as it is
+/// computed, instead of one or two more passes over it.
+inline constexpr const char* fused_conv2d_bias_add_op = "_FusedConv2DBiasAdd";
 
 /// The nn family's op definitions (registered by register_nn_ops()).
 std::vector<op_def> nn_op_defs();
@@ -5091,22 +5102,42 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> nn_op_defs() {
         .attr("padding: string")
         .attr("data_format: string = 'NHWC'");
   };
+  // Conv2D's output shape (for _FusedConv2DBiasAdd too); its output's channels.
+  const auto conv2d_shape = [](shape_context& c) {
+    const window_attrs w = detail::conv_window(c);
+    require_rank(c, 0, 4, "input");
+    require_rank(c, 1, 4, "filter");
+    partial_shape f = c.input(1);
+    if (!f.rank_known()) f = partial_shape::unknown_of_rank(4);
+    partial_shape in = c.input(0);
+    if (!in.rank_known()) in = partial_shape::unknown_of_rank(4);
+    detail::merge_dim(c, in[3], f[2], "the input's channels and the filter's input channels");
+    if (f[0] == 0 || f[1] == 0) c.fail("the filter's height and width must be positive");
+    c.set_output(0, detail::windowed(c, in, w, f[0], f[1], f[3]));
+    return f[3];
+  };
+  const auto conv2d_flops = [](const op_cost_args& c) {  // a multiply-add per output element and filter tap
+    return 2 * op_cost_args::elements(c.outputs[0]) * c.input_dim(1, 0) * c.input_dim(1, 1) * c.input_dim(1, 2);
+  };
   defs.push_back(conv_attrs(op_def_builder("Conv2D").input("input: T").input("filter: T").output("output: T"))
-                     .shape_fn([](shape_context& c) {
-                       const window_attrs w = detail::conv_window(c);
-                       require_rank(c, 0, 4, "input");
-                       require_rank(c, 1, 4, "filter");
-                       partial_shape f = c.input(1);
-                       if (!f.rank_known()) f = partial_shape::unknown_of_rank(4);
-                       partial_shape in = c.input(0);
-                       if (!in.rank_known()) in = partial_shape::unknown_of_rank(4);
-                       detail::merge_dim(c, in[3], f[2], "the input's channels and the filter's input channels");
-                       if (f[0] == 0 || f[1] == 0) c.fail("the filter's height and width must be positive");
-                       c.set_output(0, detail::windowed(c, in, w, f[0], f[1], f[3]));
+                     .shape_fn([conv2d_shape](shape_context& c) { conv2d_shape(c); })
+                     .flops(conv2d_flops)
+                     .build());
+  // Conv2D and the BiasAdd (and Relu) after it as one node; only a session's own copy of a
+  // graph holds it.
+  defs.push_back(conv_attrs(op_def_builder(fused_conv2d_bias_add_op)
+                                .input("input: T")
+                                .input("filter: T")
+                                .input("bias: T")
+                                .output("output: T")
+                                .attr("relu: bool = false"))
+                     .shape_fn([conv2d_shape](shape_context& c) {
+                       const std::int64_t k = conv2d_shape(c);
+                       require_rank(c, 2, 1, "bias");
+                       if (c.input(2).rank_known()) detail::merge_dim(c, k, c.input(2)[0], "the filter's output channels and the bias length");
                      })
-                     .flops([](const op_cost_args& c) {  // a multiply-add per output element and filter tap
-                       return 2 * op_cost_args::elements(c.outputs[0]) * c.input_dim(1, 0) * c.input_dim(1, 1) *
-                              c.input_dim(1, 2);
+                     .flops([conv2d_flops](const op_cost_args& c) {  // and the bias and ReLU per element
+                       return conv2d_flops(c) + 2 * op_cost_args::elements(c.outputs[0]);
                      })
                      .build());
   defs.push_back(conv_attrs(op_def_builder("Conv2DBackpropInput")
@@ -5457,8 +5488,17 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPoolGrad, nn, gradients::avg_pool_grad_rule
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Dropout, nn, gradients::dropout_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FusedBatchNormV3, nn, gradients::fused_batch_norm_rule)
 WEFT_DETAIL_OP_TYPE(FusedBatchNormGradV3, nn)
+/// _FusedConv2DBiasAdd as a C++ type (of the nn family): a session's rewrite adds it
+/// (graph/passes/fuse_conv.hpp), no program does.
+struct FusedConv2DBiasAdd {
+  static constexpr const char* name = fused_conv2d_bias_add_op;  ///< "_FusedConv2DBiasAdd"
+  /// The full CPU kernel registry has its kernel.
+  static constexpr bool in_cpu_registry = true;
+  /// Registers its family's op definitions.
+  static void define() { register_nn_ops(); }
+};
 /// _FusedMaxPoolGradReluGrad as a C++ type (of the nn family): a session's rewrite adds it
-/// (graph/passes/fuse_pooling.hpp), no program does.
+/// (graph/passes/fuse_conv.hpp), no program does.
 struct FusedMaxPoolGradReluGrad {
   static constexpr const char* name = fused_max_pool_grad_relu_grad_op;  ///< "_FusedMaxPoolGradReluGrad"
   /// The full CPU kernel registry has its kernel.
@@ -5471,7 +5511,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct nn {
   static constexpr const char* name = "nn";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3, FusedMaxPoolGradReluGrad>;  ///< its op types
+  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3, FusedConv2DBiasAdd, FusedMaxPoolGradReluGrad>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_nn_ops(); }
 };
@@ -10680,12 +10720,41 @@ inline std::vector<int> controls_of(std::initializer_list<const node*> nodes) {
 
 /// A BiasAdd (and the Relu after it) and the MatMul whose product is its value, by node id.
 struct fusable_bias {
-  int matmul = -1;    ///< the MatMul node
+  int matmul = -1;    ///< the MatMul node (fuse_conv.hpp: the Conv2D)
   int bias_add = -1;  ///< the BiasAdd node
   int relu = -1;      ///< the Relu that alone reads the BiasAdd, or -1
   /// Equal when every id is.
   friend bool operator==(const fusable_bias&, const fusable_bias&) = default;
 };
+
+namespace detail {
+/// fusable_biases() for a BiasAdd after a node of op `inner` (MatMul, or Conv2D in
+/// fuse_conv.hpp), float or bfloat16, output 0 (fusable_bias::matmul names it).
+inline std::vector<fusable_bias> biases_after(const graph& g, const std::vector<output>& fed, const std::vector<output>& fetched,
+                                              const std::vector<int>& targets, std::string_view inner) {
+  const readers_of readers(g, fed, fetched, targets);
+  std::vector<int> relu_of(static_cast<std::size_t>(g.size()), -1);  // the Relu reading a node's output 0
+  for (int id = 0; id < g.size(); ++id)
+    if (const node& r = g.at(id); r.op() == "Relu" && r.inputs()[0].port == 0) relu_of[static_cast<std::size_t>(r.inputs()[0].node)] = id;
+  std::vector<fusable_bias> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& add = g.at(id);
+    if (add.op() != "BiasAdd" || !fusable_dtype(add) || add.attr<std::string>("data_format") != "NHWC") continue;
+    const output value = add.inputs()[0];
+    const node& product = g.at(value.node);
+    if (product.op() != inner || value.port != 0 || !fusable_dtype(product) || !folds_into(product, add)) continue;
+    fusable_bias f{product.id(), id, -1};
+    if (const int r = relu_of[static_cast<std::size_t>(id)];
+        r >= 0 && readers.folds(product.id(), r) && readers.folds(id, r) && !readers.fed[static_cast<std::size_t>(r)] &&
+        folds_into(add, g.at(r)) && folds_into(product, g.at(r)))
+      f.relu = r;
+    else if (!readers.folds(product.id(), id) || readers.fed[static_cast<std::size_t>(id)])
+      continue;
+    out.push_back(f);
+  }
+  return out;
+}
+}  // namespace detail
 
 /// The BiasAdds of g (NHWC, float or bfloat16) whose value is output 0 of a MatMul that
 /// nothing else reads (no other input, fetch or target, no output fed; nodes that wait on it
@@ -10694,28 +10763,7 @@ struct fusable_bias {
 /// colocation than the node that stays.
 inline std::vector<fusable_bias> fusable_biases(const graph& g, const std::vector<output>& fed,
                                                 const std::vector<output>& fetched, const std::vector<int>& targets) {
-  const detail::readers_of readers(g, fed, fetched, targets);
-  std::vector<int> relu_of(static_cast<std::size_t>(g.size()), -1);  // the Relu reading a node's output 0
-  for (int id = 0; id < g.size(); ++id)
-    if (const node& r = g.at(id); r.op() == "Relu" && r.inputs()[0].port == 0) relu_of[static_cast<std::size_t>(r.inputs()[0].node)] = id;
-  std::vector<fusable_bias> out;
-  for (int id = 0; id < g.size(); ++id) {
-    const node& add = g.at(id);
-    if (add.op() != "BiasAdd" || !detail::fusable_dtype(add) || add.attr<std::string>("data_format") != "NHWC") continue;
-    const output value = add.inputs()[0];
-    const node& product = g.at(value.node);
-    if (product.op() != "MatMul" || value.port != 0 || !detail::fusable_dtype(product) || !detail::folds_into(product, add))
-      continue;
-    fusable_bias f{product.id(), id, -1};
-    if (const int r = relu_of[static_cast<std::size_t>(id)];
-        r >= 0 && readers.folds(product.id(), r) && readers.folds(id, r) && !readers.fed[static_cast<std::size_t>(r)] &&
-        detail::folds_into(add, g.at(r)) && detail::folds_into(product, g.at(r)))
-      f.relu = r;
-    else if (!readers.folds(product.id(), id) || readers.fed[static_cast<std::size_t>(id)])
-      continue;
-    out.push_back(f);
-  }
-  return out;
+  return detail::biases_after(g, fed, fetched, targets, "MatMul");
 }
 
 /// Folds each of `biases` (from fusable_biases(g, ...)) into its MatMul in g: the Relu's node,
@@ -10869,6 +10917,20 @@ inline void fuse_adams(graph& g, const std::vector<fusable_adam>& adams) {
 
 }  // namespace weft::passes
 /// @file
+/// What a convolution layer's nodes fold into, on the CPU (the MatMul folds' conditions,
+/// graph/passes/fuse_matmul.hpp: the folded nodes read by nothing else, no output fed, no
+/// other device or colocation asked for).
+///
+/// Relu(BiasAdd(Conv2D(x, f), bias)) (or the BiasAdd alone), float32 or bfloat16, NHWC,
+/// becomes _FusedConv2DBiasAdd(x, f, bias; relu): the bias and ReLU applied to each row of
+/// the convolution's output right after it is computed, while it is in L1, instead of one or
+/// two more passes over the output (LeNet's first layer: 6.4 MB). Relu's gradient reads the
+/// Relu's output, which the fused node gives; BiasAdd's and Conv2D's read only the incoming
+/// gradient and the Conv2D's inputs. The result is the unfused nodes' bit for bit in float32
+/// but for a NaN, which stays NaN through the ReLU (as in _FusedMatMulBiasAdd; Eigen's Relu
+/// gives 0 or NaN by where the NaN falls in a packet); in bfloat16 the sums are rounded once,
+/// after the bias and ReLU, where the unfused nodes round the convolution's output too.
+///
 /// A max pooling's gradient absorbs the ReLU gradient after it: ReluGrad(MaxPoolGrad(r, p,
 /// dy), r), the backward pass of a convolution layer's Relu then MaxPool (LeNet's), becomes
 /// one _FusedMaxPoolGradReluGrad(r, p, dy) when nothing else reads the MaxPoolGrad. The
@@ -10877,16 +10939,46 @@ inline void fuse_adams(graph& g, const std::vector<fusable_adam>& adams) {
 /// one, each window's gradient to its first maximum where that maximum is above 0. Bit for
 /// bit the two nodes' result (ops/nn_ops.hpp, kernels/cpu/pooling.hpp).
 ///
-/// A session does it beside the MatMul folds (graph/passes/fuse_matmul.hpp, under
-/// session_options::fuse_matmul), on its own copy of the graph, where every device is a CPU
-/// and the fused kernel of the dtype is registered. The fused node takes the ReluGrad's id,
-/// name, device and colocation (graph::replace), with the control inputs of both nodes.
+/// A session does both beside the MatMul folds (under session_options::fuse_matmul), on its
+/// own copy of the graph, where every device is a CPU and the fused kernel of the dtype is
+/// registered. A fused node takes the id, name, device and colocation of the last node it
+/// replaces (graph::replace), with the control inputs of all of them.
 
+#include <string>
 #include <utility>
 #include <vector>
 
 
 namespace weft::passes {
+
+/// The BiasAdds of g (NHWC, float32 or bfloat16) whose value is output 0 of a Conv2D (NHWC)
+/// that nothing else reads, with the Relu that alone reads each where there is one: as
+/// fusable_biases() for MatMul (fusable_bias::matmul names the Conv2D).
+inline std::vector<fusable_bias> fusable_conv_biases(const graph& g, const std::vector<output>& fed,
+                                                     const std::vector<output>& fetched, const std::vector<int>& targets) {
+  auto out = detail::biases_after(g, fed, fetched, targets, "Conv2D");
+  std::erase_if(out, [&](const fusable_bias& f) { return g.at(f.matmul).attr<std::string>("data_format") != "NHWC"; });
+  return out;
+}
+
+/// Folds each of `biases` (from fusable_conv_biases(g, ...)) into its Conv2D in g: the Relu's
+/// node, or the BiasAdd's where there is no Relu, replaced in place by _FusedConv2DBiasAdd(x,
+/// f, bias) with the Conv2D's attrs and the control inputs of every node folded.
+inline void fuse_conv_biases(graph& g, const std::vector<fusable_bias>& biases) {
+  for (const auto& f : biases) {
+    const node& conv = g.at(f.matmul);
+    const node& add = g.at(f.bias_add);
+    const node* relu = f.relu >= 0 ? &g.at(f.relu) : nullptr;
+    attr_map attrs = conv.attrs();
+    attrs.set("relu", relu != nullptr);
+    std::vector<output> inputs{conv.inputs()[0], conv.inputs()[1], add.inputs()[1]};
+    std::vector<int> controls = detail::controls_of({&conv, &add, relu});
+    const int into = relu ? f.relu : f.bias_add;
+    g.replace(into, ops::fused_conv2d_bias_add_op, inputs, std::move(attrs), std::move(controls));
+    g.redirect_control_inputs(f.matmul, into);
+    if (relu) g.redirect_control_inputs(f.bias_add, into);
+  }
+}
 
 /// A ReluGrad and the MaxPoolGrad whose output is its gradients, by node id.
 struct fusable_pool_relu_grad {
@@ -15152,8 +15244,9 @@ struct session_options {
   /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
   /// back), or mixed precision's Adam step on a bfloat16 product's float sums. Results
   /// differ from the unfused graph by rounding only (the ReluGrad's, not at all). The same
-  /// switch folds the ReluGrad after a MaxPoolGrad that alone reads it into one
-  /// _FusedMaxPoolGradReluGrad, with the same bits (graph/passes/fuse_pooling.hpp).
+  /// switch folds a convolution layer's nodes (graph/passes/fuse_conv.hpp): the BiasAdd and
+  /// Relu after a Conv2D into _FusedConv2DBiasAdd, and the ReluGrad after a MaxPoolGrad
+  /// that alone reads it into _FusedMaxPoolGradReluGrad, with the same bits in float32.
   bool fuse_matmul = true;
 };
 
@@ -15350,6 +15443,7 @@ class session {
       auto u = registered(passes::fusable_updates(*g, user_fed, fetched, targets), ops::fused_matmul_gradient_descent_op);
       auto b = registered(passes::fusable_biases(*g, user_fed, fetched, targets), ops::fused_matmul_bias_add_op);
       auto r = registered(passes::fusable_relu_grads(*g, user_fed, fetched, targets), ops::fused_matmul_relu_grad_op);
+      auto convs = registered(passes::fusable_conv_biases(*g, user_fed, fetched, targets), ops::fused_conv2d_bias_add_op);
       auto pools = passes::fusable_pool_relu_grads(*g, user_fed, fetched, targets);
       std::erase_if(pools, [&](const passes::fusable_pool_relu_grad& f) {
         return !kernel_registry::global().has(ops::fused_max_pool_grad_relu_grad_op, "CPU",
@@ -15359,12 +15453,13 @@ class session {
       auto adams = kernel_registry::global().has(ops::fused_matmul_adam_op, "CPU", {"T", dtype::float32})
                        ? passes::fusable_adams(*g, user_fed, fetched, targets)
                        : std::vector<passes::fusable_adam>{};
-      if (!u.empty() || !b.empty() || !r.empty() || !adams.empty() || !pools.empty()) {
+      if (!u.empty() || !b.empty() || !r.empty() || !adams.empty() || !convs.empty() || !pools.empty()) {
         auto copy = std::make_shared<graph>(*g);
         passes::fuse_updates(*copy, u);
         passes::fuse_adams(*copy, adams);
         passes::fuse_biases(*copy, b);
         passes::fuse_relu_grads(*copy, r);
+        passes::fuse_conv_biases(*copy, convs);
         passes::fuse_pool_relu_grads(*copy, pools);
         x->rewritten = g = std::move(copy);
       }
@@ -25314,6 +25409,37 @@ using packet_t = typename ei::packet_traits<C>::type;
 template <class C>
 inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
 
+/// A Conv2D's output pass (_FusedConv2DBiasAdd): to each output position's k channels the
+/// bias, then max(x, 0) where `relu`, a NaN staying NaN (as _FusedMatMulBiasAdd's pass). Empty:
+/// nothing to do.
+template <class C>
+struct conv_epilogue {
+  const C* bias = nullptr;  ///< k values, or null
+  bool relu = false;        ///< max(x, 0) after the bias
+  /// Whether there is anything to apply.
+  explicit operator bool() const noexcept { return bias || relu; }
+  /// Applies the pass to `positions` rows of k values at `rows`.
+  void apply(C* rows, std::int64_t positions, std::int64_t k) const {
+    using P = packet_t<C>;
+    constexpr std::int64_t lanes = packet_size<C>;
+    for (std::int64_t r = 0; r < positions; ++r, rows += k) {
+      std::int64_t c = 0;
+      for (; c + lanes <= k; c += lanes) {
+        P x = ei::ploadu<P>(rows + c);
+        if (bias) x = ei::padd(x, ei::ploadu<P>(bias + c));
+        if (relu) x = ei::pselect(ei::pcmp_lt(x, ei::pzero(x)), ei::pzero(x), x);
+        ei::pstoreu(rows + c, x);
+      }
+      for (; c < k; ++c) {
+        C x = rows[c];
+        if (bias) x += bias[c];
+        if (relu && x < C(0)) x = C(0);
+        rows[c] = x;
+      }
+    }
+  }
+};
+
 /// A 1x1 window with stride 1: the convolution is a plain matrix product.
 inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
 
@@ -25963,17 +26089,24 @@ void register_blocks_row(const geometry& g, const padded_image& pi, const C* ima
 
 /// out = conv(in, w) (w [K, k] row-major). With at least two images per thread, an image
 /// per thread at a time, copied into the thread's buffer (which stays in its cache);
-/// otherwise every image copied once and the output rows spread over the threads.
+/// otherwise every image copied once and the output rows spread over the threads. `pass`
+/// (_FusedConv2DBiasAdd's bias and ReLU) goes over each output row right after its blocks,
+/// while the row is in L1.
 template <class C>
-void register_blocks_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
+void register_blocks_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out,
+                             conv_epilogue<C> pass = {}) {
   const padded_image pi(g);
   const double row_cost = 2.0 * static_cast<double>(g.ow * g.patch() * g.k);
+  const auto row = [&](const C* image, std::int64_t y, C* out_row) {
+    register_blocks_row(g, pi, image, w, y, out_row);
+    if (pass) pass.apply(out_row, g.ow, g.k);
+  };
   if (g.n >= 2 * ctx.device().num_threads()) {
     ctx.parallel_for(g.n, row_cost * static_cast<double>(g.oh), [&](std::int64_t b, std::int64_t e) {
       C* buf = scratch<C>(pi.size(), 0);
       for (std::int64_t img = b; img < e; ++img) {
         pi.fill(g, in, img, buf);
-        for (std::int64_t y = 0; y < g.oh; ++y) register_blocks_row(g, pi, buf, w, y, out + (img * g.oh + y) * g.ow * g.k);
+        for (std::int64_t y = 0; y < g.oh; ++y) row(buf, y, out + (img * g.oh + y) * g.ow * g.k);
       }
     });
     return;
@@ -25981,8 +26114,7 @@ void register_blocks_forward(const kernel_context& ctx, const geometry& g, const
   std::vector<C, Eigen::aligned_allocator<C>> images(static_cast<std::size_t>(g.n * pi.size()));
   for (std::int64_t img = 0; img < g.n; ++img) pi.fill(g, in, img, images.data() + img * pi.size());
   ctx.parallel_for(g.n * g.oh, row_cost, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t row = b; row < e; ++row)
-      register_blocks_row(g, pi, images.data() + row / g.oh * pi.size(), w, row % g.oh, out + row * g.ow * g.k);
+    for (std::int64_t r = b; r < e; ++r) row(images.data() + r / g.oh * pi.size(), r % g.oh, out + r * g.ow * g.k);
   });
 }
 
@@ -26084,13 +26216,26 @@ void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t 
   }
 }
 
-/// out = conv(in, w), w [K, k] row-major, without a patch matrix: in register blocks where
-/// they apply, else directly for a small patch, else as an implicit GEMM.
+/// `pass` over out's rows (positions of k values), split between the threads: for the paths
+/// that do not apply it as they go.
 template <class C>
-void conv_unpacked(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
-  if (use_register_blocks(g, packet_size<C>)) return register_blocks_forward<C>(ctx, g, in, w, out);
-  if (is_direct(g)) return direct_forward<C>(ctx, g, in, w, out);
-  patch_gemm_forward<C>(ctx, g, in, w, out);
+void apply_epilogue(const kernel_context& ctx, const geometry& g, C* out, conv_epilogue<C> pass) {
+  if (!pass) return;
+  ctx.parallel_for(g.rows(), static_cast<double>(2 * g.k), [&](std::int64_t b, std::int64_t e) {
+    pass.apply(out + b * g.k, e - b, g.k);
+  });
+}
+
+/// out = conv(in, w), w [K, k] row-major, without a patch matrix: in register blocks where
+/// they apply (`pass` applied to each row as it is done), else directly for a small patch,
+/// else as an implicit GEMM (then `pass` over the output after).
+template <class C>
+void conv_unpacked(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out,
+                   conv_epilogue<C> pass = {}) {
+  if (use_register_blocks(g, packet_size<C>)) return register_blocks_forward<C>(ctx, g, in, w, out, pass);
+  if (is_direct(g)) direct_forward<C>(ctx, g, in, w, out);
+  else patch_gemm_forward<C>(ctx, g, in, w, out);
+  apply_epilogue(ctx, g, out, pass);
 }
 
 /// d_in = the convolution, stride 1, of d_out by the filter turned 180 degrees with its
@@ -26112,13 +26257,17 @@ void backprop_input_as_conv(const kernel_context& ctx, const geometry& g, const 
   conv_unpacked<C>(ctx, t, d_out, turned.data(), d_in);
 }
 
-/// out [rows, k] = patches(in) [rows, K] * filter [K, k].
+/// out [rows, k] = patches(in) [rows, K] * filter [K, k], then `pass` (_FusedConv2DBiasAdd's).
 template <class C>
-void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* f, C* out) {
+void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* f, C* out,
+                  conv_epilogue<C> pass = {}) {
   const std::int64_t rows = g.rows(), K = g.patch();
   if (rows == 0 || g.k == 0) return;
-  if (is_pointwise(g)) return gemm<C>(ctx, in, f, out, rows, K, g.k, false, false, false);
-  conv_unpacked<C>(ctx, g, in, f, out);
+  if (is_pointwise(g)) {
+    gemm<C>(ctx, in, f, out, rows, K, g.k, false, false, false);
+    return apply_epilogue(ctx, g, out, pass);
+  }
+  conv_unpacked<C>(ctx, g, in, f, out, pass);
 }
 
 /// d_in: with stride 1 a convolution of d_out (backprop_input_as_conv); else
@@ -26189,6 +26338,33 @@ struct conv2d {
   }
  private:
   ops::window_attrs w_;
+};
+
+/// _FusedConv2DBiasAdd: Conv2D, then the bias (and max(x, 0) where relu) applied to each
+/// output row as the convolution completes it (conv_epilogue).
+struct fused_conv2d_bias_add {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
+  static constexpr unsigned value_mask = 0b111;
+  /// Reads the node's window attrs and relu.
+  explicit fused_conv2d_bias_add(const node& n) : w_(window_attrs_of(n)), relu_(n.attr<bool>("relu")) {}
+  /// Checks the inputs; the outputs' shapes.
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const geometry g = conv_geometry(ctx.input(0).shape(), ctx.input(1).shape(), w_);
+    const tensor& b = ctx.input(2);
+    if (b.rank() != 1 || b.shape()[0] != g.k)
+      fail(error_code::invalid_argument, "bias must be a vector of the filter's ", g.k, " output channels, got shape ",
+           b.shape(), " (filter ", ctx.input(1).shape(), ")");
+    return {g.output_shape()};
+  }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    conv_forward<C>(ctx, conv_geometry(v.in[0].shape(), v.in[1].shape(), w_), v.in[0].data<C>(), v.in[1].data<C>(),
+                    v.out[0].data<C>(), conv_epilogue<C>{v.in[2].data<C>(), relu_});
+  }
+ private:
+  ops::window_attrs w_;
+  bool relu_;
 };
 
 /// Conv2DBackpropInput: the gradient of a Conv2D's input (of shape input_sizes).
@@ -27170,6 +27346,7 @@ void register_nn_kernels() {
   register_for<nn::kernel<nn::sparse_softmax_cross_entropy>::of>("SparseSoftmaxCrossEntropyWithLogits", "T", types{});
   register_for<nn::kernel<nn::l2_loss>::of>("L2Loss", "T", types{});
   register_for<nn::kernel<nn::conv2d>::of>("Conv2D", "T", types{});
+  register_for<nn::kernel<nn::fused_conv2d_bias_add>::of>(ops::fused_conv2d_bias_add_op, "T", types{});
   register_for<nn::kernel<nn::conv2d_backprop_input>::of>("Conv2DBackpropInput", "T", types{});
   register_for<nn::kernel<nn::conv2d_backprop_filter>::of>("Conv2DBackpropFilter", "T", types{});
   register_for<nn::kernel<nn::pool<true>>::of>("MaxPool", "T", types{});
@@ -27270,6 +27447,15 @@ template <class T>
 struct kernel_for<ops::MaxPoolGradGrad, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::max_pool_grad_grad>::template of<T>>("MaxPoolGradGrad", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of _FusedConv2DBiasAdd's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::FusedConv2DBiasAdd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::fused_conv2d_bias_add>::template of<T>>(
+        ops::fused_conv2d_bias_add_op, {"T", dtype_of<T>});
+  }
 };
 /// Typed code's registration of _FusedMaxPoolGradReluGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>

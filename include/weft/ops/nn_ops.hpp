@@ -27,6 +27,11 @@
 ///                                                           at each window's maximum:
 ///                                                           MaxPoolGrad's gradient in grad
 ///   AvgPoolGrad(orig_input_shape, grad)
+///   _FusedConv2DBiasAdd(input, filter, bias; relu)          Relu(BiasAdd(Conv2D(input,
+///                                                           filter), bias)) as one node (the
+///                                                           Relu where relu; a NaN stays
+///                                                           NaN). Only a session's own copy
+///                                                           of a graph holds it.
 ///   _FusedMaxPoolGradReluGrad(orig_input, orig_output, grad)
 ///                                                           ReluGrad(MaxPoolGrad(orig_input,
 ///                                                           orig_output, grad), orig_input)
@@ -34,7 +39,7 @@
 ///                                                           to its first maximum where that is
 ///                                                           above 0. Only a session's own copy
 ///                                                           of a graph holds it
-///                                                           (graph/passes/fuse_pooling.hpp).
+///                                                           (graph/passes/fuse_conv.hpp).
 ///
 /// Batch normalization, TensorFlow's fused ops (channels last; weft also takes ranks 2 to 5):
 ///   FusedBatchNormV3(x, scale, offset, mean, variance; epsilon, exponential_avg_factor,
@@ -245,9 +250,15 @@ inline void batch_norm_shapes(shape_context& c, bool forward) {
 
 /// The op a session puts in place of a ReluGrad whose gradients are a MaxPoolGrad's output
 /// that nothing else reads and whose features are that MaxPoolGrad's orig_input
-/// (graph/passes/fuse_pooling.hpp): each window's gradient to its first maximum where that
+/// (graph/passes/fuse_conv.hpp): each window's gradient to its first maximum where that
 /// maximum is above 0, in one pass over the input instead of two.
 inline constexpr const char* fused_max_pool_grad_relu_grad_op = "_FusedMaxPoolGradReluGrad";
+
+/// The op a session puts in place of Relu(BiasAdd(Conv2D(input, filter), bias)), or of the
+/// BiasAdd alone, where nothing else reads the inner nodes (graph/passes/fuse_conv.hpp):
+/// the bias (and ReLU: relu) applied to each row of the convolution's output as it is
+/// computed, instead of one or two more passes over it.
+inline constexpr const char* fused_conv2d_bias_add_op = "_FusedConv2DBiasAdd";
 
 /// The nn family's op definitions (registered by register_nn_ops()).
 std::vector<op_def> nn_op_defs();
@@ -354,22 +365,42 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> nn_op_defs() {
         .attr("padding: string")
         .attr("data_format: string = 'NHWC'");
   };
+  // Conv2D's output shape (for _FusedConv2DBiasAdd too); its output's channels.
+  const auto conv2d_shape = [](shape_context& c) {
+    const window_attrs w = detail::conv_window(c);
+    require_rank(c, 0, 4, "input");
+    require_rank(c, 1, 4, "filter");
+    partial_shape f = c.input(1);
+    if (!f.rank_known()) f = partial_shape::unknown_of_rank(4);
+    partial_shape in = c.input(0);
+    if (!in.rank_known()) in = partial_shape::unknown_of_rank(4);
+    detail::merge_dim(c, in[3], f[2], "the input's channels and the filter's input channels");
+    if (f[0] == 0 || f[1] == 0) c.fail("the filter's height and width must be positive");
+    c.set_output(0, detail::windowed(c, in, w, f[0], f[1], f[3]));
+    return f[3];
+  };
+  const auto conv2d_flops = [](const op_cost_args& c) {  // a multiply-add per output element and filter tap
+    return 2 * op_cost_args::elements(c.outputs[0]) * c.input_dim(1, 0) * c.input_dim(1, 1) * c.input_dim(1, 2);
+  };
   defs.push_back(conv_attrs(op_def_builder("Conv2D").input("input: T").input("filter: T").output("output: T"))
-                     .shape_fn([](shape_context& c) {
-                       const window_attrs w = detail::conv_window(c);
-                       require_rank(c, 0, 4, "input");
-                       require_rank(c, 1, 4, "filter");
-                       partial_shape f = c.input(1);
-                       if (!f.rank_known()) f = partial_shape::unknown_of_rank(4);
-                       partial_shape in = c.input(0);
-                       if (!in.rank_known()) in = partial_shape::unknown_of_rank(4);
-                       detail::merge_dim(c, in[3], f[2], "the input's channels and the filter's input channels");
-                       if (f[0] == 0 || f[1] == 0) c.fail("the filter's height and width must be positive");
-                       c.set_output(0, detail::windowed(c, in, w, f[0], f[1], f[3]));
+                     .shape_fn([conv2d_shape](shape_context& c) { conv2d_shape(c); })
+                     .flops(conv2d_flops)
+                     .build());
+  // Conv2D and the BiasAdd (and Relu) after it as one node; only a session's own copy of a
+  // graph holds it.
+  defs.push_back(conv_attrs(op_def_builder(fused_conv2d_bias_add_op)
+                                .input("input: T")
+                                .input("filter: T")
+                                .input("bias: T")
+                                .output("output: T")
+                                .attr("relu: bool = false"))
+                     .shape_fn([conv2d_shape](shape_context& c) {
+                       const std::int64_t k = conv2d_shape(c);
+                       require_rank(c, 2, 1, "bias");
+                       if (c.input(2).rank_known()) detail::merge_dim(c, k, c.input(2)[0], "the filter's output channels and the bias length");
                      })
-                     .flops([](const op_cost_args& c) {  // a multiply-add per output element and filter tap
-                       return 2 * op_cost_args::elements(c.outputs[0]) * c.input_dim(1, 0) * c.input_dim(1, 1) *
-                              c.input_dim(1, 2);
+                     .flops([conv2d_flops](const op_cost_args& c) {  // and the bias and ReLU per element
+                       return conv2d_flops(c) + 2 * op_cost_args::elements(c.outputs[0]);
                      })
                      .build());
   defs.push_back(conv_attrs(op_def_builder("Conv2DBackpropInput")
@@ -720,8 +751,17 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPoolGrad, nn, gradients::avg_pool_grad_rule
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Dropout, nn, gradients::dropout_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FusedBatchNormV3, nn, gradients::fused_batch_norm_rule)
 WEFT_DETAIL_OP_TYPE(FusedBatchNormGradV3, nn)
+/// _FusedConv2DBiasAdd as a C++ type (of the nn family): a session's rewrite adds it
+/// (graph/passes/fuse_conv.hpp), no program does.
+struct FusedConv2DBiasAdd {
+  static constexpr const char* name = fused_conv2d_bias_add_op;  ///< "_FusedConv2DBiasAdd"
+  /// The full CPU kernel registry has its kernel.
+  static constexpr bool in_cpu_registry = true;
+  /// Registers its family's op definitions.
+  static void define() { register_nn_ops(); }
+};
 /// _FusedMaxPoolGradReluGrad as a C++ type (of the nn family): a session's rewrite adds it
-/// (graph/passes/fuse_pooling.hpp), no program does.
+/// (graph/passes/fuse_conv.hpp), no program does.
 struct FusedMaxPoolGradReluGrad {
   static constexpr const char* name = fused_max_pool_grad_relu_grad_op;  ///< "_FusedMaxPoolGradReluGrad"
   /// The full CPU kernel registry has its kernel.
@@ -734,7 +774,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct nn {
   static constexpr const char* name = "nn";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3, FusedMaxPoolGradReluGrad>;  ///< its op types
+  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3, FusedConv2DBiasAdd, FusedMaxPoolGradReluGrad>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_nn_ops(); }
 };

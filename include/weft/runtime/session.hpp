@@ -30,7 +30,7 @@
 #include <weft/graph/passes/constant_folding.hpp>
 #include <weft/graph/passes/cse.hpp>
 #include <weft/graph/passes/fuse_matmul.hpp>
-#include <weft/graph/passes/fuse_pooling.hpp>
+#include <weft/graph/passes/fuse_conv.hpp>
 #include <weft/graph/passes/placement.hpp>
 #include <weft/graph/passes/prune.hpp>
 #include <weft/runtime/device.hpp>
@@ -104,8 +104,9 @@ struct session_options {
   /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
   /// back), or mixed precision's Adam step on a bfloat16 product's float sums. Results
   /// differ from the unfused graph by rounding only (the ReluGrad's, not at all). The same
-  /// switch folds the ReluGrad after a MaxPoolGrad that alone reads it into one
-  /// _FusedMaxPoolGradReluGrad, with the same bits (graph/passes/fuse_pooling.hpp).
+  /// switch folds a convolution layer's nodes (graph/passes/fuse_conv.hpp): the BiasAdd and
+  /// Relu after a Conv2D into _FusedConv2DBiasAdd, and the ReluGrad after a MaxPoolGrad
+  /// that alone reads it into _FusedMaxPoolGradReluGrad, with the same bits in float32.
   bool fuse_matmul = true;
 };
 
@@ -302,6 +303,7 @@ class session {
       auto u = registered(passes::fusable_updates(*g, user_fed, fetched, targets), ops::fused_matmul_gradient_descent_op);
       auto b = registered(passes::fusable_biases(*g, user_fed, fetched, targets), ops::fused_matmul_bias_add_op);
       auto r = registered(passes::fusable_relu_grads(*g, user_fed, fetched, targets), ops::fused_matmul_relu_grad_op);
+      auto convs = registered(passes::fusable_conv_biases(*g, user_fed, fetched, targets), ops::fused_conv2d_bias_add_op);
       auto pools = passes::fusable_pool_relu_grads(*g, user_fed, fetched, targets);
       std::erase_if(pools, [&](const passes::fusable_pool_relu_grad& f) {
         return !kernel_registry::global().has(ops::fused_max_pool_grad_relu_grad_op, "CPU",
@@ -311,12 +313,13 @@ class session {
       auto adams = kernel_registry::global().has(ops::fused_matmul_adam_op, "CPU", {"T", dtype::float32})
                        ? passes::fusable_adams(*g, user_fed, fetched, targets)
                        : std::vector<passes::fusable_adam>{};
-      if (!u.empty() || !b.empty() || !r.empty() || !adams.empty() || !pools.empty()) {
+      if (!u.empty() || !b.empty() || !r.empty() || !adams.empty() || !convs.empty() || !pools.empty()) {
         auto copy = std::make_shared<graph>(*g);
         passes::fuse_updates(*copy, u);
         passes::fuse_adams(*copy, adams);
         passes::fuse_biases(*copy, b);
         passes::fuse_relu_grads(*copy, r);
+        passes::fuse_conv_biases(*copy, convs);
         passes::fuse_pool_relu_grads(*copy, pools);
         x->rewritten = g = std::move(copy);
       }

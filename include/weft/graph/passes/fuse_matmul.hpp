@@ -129,12 +129,41 @@ inline std::vector<int> controls_of(std::initializer_list<const node*> nodes) {
 
 /// A BiasAdd (and the Relu after it) and the MatMul whose product is its value, by node id.
 struct fusable_bias {
-  int matmul = -1;    ///< the MatMul node
+  int matmul = -1;    ///< the MatMul node (fuse_conv.hpp: the Conv2D)
   int bias_add = -1;  ///< the BiasAdd node
   int relu = -1;      ///< the Relu that alone reads the BiasAdd, or -1
   /// Equal when every id is.
   friend bool operator==(const fusable_bias&, const fusable_bias&) = default;
 };
+
+namespace detail {
+/// fusable_biases() for a BiasAdd after a node of op `inner` (MatMul, or Conv2D in
+/// fuse_conv.hpp), float or bfloat16, output 0 (fusable_bias::matmul names it).
+inline std::vector<fusable_bias> biases_after(const graph& g, const std::vector<output>& fed, const std::vector<output>& fetched,
+                                              const std::vector<int>& targets, std::string_view inner) {
+  const readers_of readers(g, fed, fetched, targets);
+  std::vector<int> relu_of(static_cast<std::size_t>(g.size()), -1);  // the Relu reading a node's output 0
+  for (int id = 0; id < g.size(); ++id)
+    if (const node& r = g.at(id); r.op() == "Relu" && r.inputs()[0].port == 0) relu_of[static_cast<std::size_t>(r.inputs()[0].node)] = id;
+  std::vector<fusable_bias> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& add = g.at(id);
+    if (add.op() != "BiasAdd" || !fusable_dtype(add) || add.attr<std::string>("data_format") != "NHWC") continue;
+    const output value = add.inputs()[0];
+    const node& product = g.at(value.node);
+    if (product.op() != inner || value.port != 0 || !fusable_dtype(product) || !folds_into(product, add)) continue;
+    fusable_bias f{product.id(), id, -1};
+    if (const int r = relu_of[static_cast<std::size_t>(id)];
+        r >= 0 && readers.folds(product.id(), r) && readers.folds(id, r) && !readers.fed[static_cast<std::size_t>(r)] &&
+        folds_into(add, g.at(r)) && folds_into(product, g.at(r)))
+      f.relu = r;
+    else if (!readers.folds(product.id(), id) || readers.fed[static_cast<std::size_t>(id)])
+      continue;
+    out.push_back(f);
+  }
+  return out;
+}
+}  // namespace detail
 
 /// The BiasAdds of g (NHWC, float or bfloat16) whose value is output 0 of a MatMul that
 /// nothing else reads (no other input, fetch or target, no output fed; nodes that wait on it
@@ -143,28 +172,7 @@ struct fusable_bias {
 /// colocation than the node that stays.
 inline std::vector<fusable_bias> fusable_biases(const graph& g, const std::vector<output>& fed,
                                                 const std::vector<output>& fetched, const std::vector<int>& targets) {
-  const detail::readers_of readers(g, fed, fetched, targets);
-  std::vector<int> relu_of(static_cast<std::size_t>(g.size()), -1);  // the Relu reading a node's output 0
-  for (int id = 0; id < g.size(); ++id)
-    if (const node& r = g.at(id); r.op() == "Relu" && r.inputs()[0].port == 0) relu_of[static_cast<std::size_t>(r.inputs()[0].node)] = id;
-  std::vector<fusable_bias> out;
-  for (int id = 0; id < g.size(); ++id) {
-    const node& add = g.at(id);
-    if (add.op() != "BiasAdd" || !detail::fusable_dtype(add) || add.attr<std::string>("data_format") != "NHWC") continue;
-    const output value = add.inputs()[0];
-    const node& product = g.at(value.node);
-    if (product.op() != "MatMul" || value.port != 0 || !detail::fusable_dtype(product) || !detail::folds_into(product, add))
-      continue;
-    fusable_bias f{product.id(), id, -1};
-    if (const int r = relu_of[static_cast<std::size_t>(id)];
-        r >= 0 && readers.folds(product.id(), r) && readers.folds(id, r) && !readers.fed[static_cast<std::size_t>(r)] &&
-        detail::folds_into(add, g.at(r)) && detail::folds_into(product, g.at(r)))
-      f.relu = r;
-    else if (!readers.folds(product.id(), id) || readers.fed[static_cast<std::size_t>(id)])
-      continue;
-    out.push_back(f);
-  }
-  return out;
+  return detail::biases_after(g, fed, fetched, targets, "MatMul");
 }
 
 /// Folds each of `biases` (from fusable_biases(g, ...)) into its MatMul in g: the Relu's node,

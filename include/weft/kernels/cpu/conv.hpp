@@ -62,13 +62,26 @@ void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t 
   }
 }
 
-/// out = conv(in, w), w [K, k] row-major, without a patch matrix: in register blocks where
-/// they apply, else directly for a small patch, else as an implicit GEMM.
+/// `pass` over out's rows (positions of k values), split between the threads: for the paths
+/// that do not apply it as they go.
 template <class C>
-void conv_unpacked(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
-  if (use_register_blocks(g, packet_size<C>)) return register_blocks_forward<C>(ctx, g, in, w, out);
-  if (is_direct(g)) return direct_forward<C>(ctx, g, in, w, out);
-  patch_gemm_forward<C>(ctx, g, in, w, out);
+void apply_epilogue(const kernel_context& ctx, const geometry& g, C* out, conv_epilogue<C> pass) {
+  if (!pass) return;
+  ctx.parallel_for(g.rows(), static_cast<double>(2 * g.k), [&](std::int64_t b, std::int64_t e) {
+    pass.apply(out + b * g.k, e - b, g.k);
+  });
+}
+
+/// out = conv(in, w), w [K, k] row-major, without a patch matrix: in register blocks where
+/// they apply (`pass` applied to each row as it is done), else directly for a small patch,
+/// else as an implicit GEMM (then `pass` over the output after).
+template <class C>
+void conv_unpacked(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out,
+                   conv_epilogue<C> pass = {}) {
+  if (use_register_blocks(g, packet_size<C>)) return register_blocks_forward<C>(ctx, g, in, w, out, pass);
+  if (is_direct(g)) direct_forward<C>(ctx, g, in, w, out);
+  else patch_gemm_forward<C>(ctx, g, in, w, out);
+  apply_epilogue(ctx, g, out, pass);
 }
 
 /// d_in = the convolution, stride 1, of d_out by the filter turned 180 degrees with its
@@ -90,13 +103,17 @@ void backprop_input_as_conv(const kernel_context& ctx, const geometry& g, const 
   conv_unpacked<C>(ctx, t, d_out, turned.data(), d_in);
 }
 
-/// out [rows, k] = patches(in) [rows, K] * filter [K, k].
+/// out [rows, k] = patches(in) [rows, K] * filter [K, k], then `pass` (_FusedConv2DBiasAdd's).
 template <class C>
-void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* f, C* out) {
+void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* f, C* out,
+                  conv_epilogue<C> pass = {}) {
   const std::int64_t rows = g.rows(), K = g.patch();
   if (rows == 0 || g.k == 0) return;
-  if (is_pointwise(g)) return gemm<C>(ctx, in, f, out, rows, K, g.k, false, false, false);
-  conv_unpacked<C>(ctx, g, in, f, out);
+  if (is_pointwise(g)) {
+    gemm<C>(ctx, in, f, out, rows, K, g.k, false, false, false);
+    return apply_epilogue(ctx, g, out, pass);
+  }
+  conv_unpacked<C>(ctx, g, in, f, out, pass);
 }
 
 /// d_in: with stride 1 a convolution of d_out (backprop_input_as_conv); else
@@ -167,6 +184,33 @@ struct conv2d {
   }
  private:
   ops::window_attrs w_;
+};
+
+/// _FusedConv2DBiasAdd: Conv2D, then the bias (and max(x, 0) where relu) applied to each
+/// output row as the convolution completes it (conv_epilogue).
+struct fused_conv2d_bias_add {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
+  static constexpr unsigned value_mask = 0b111;
+  /// Reads the node's window attrs and relu.
+  explicit fused_conv2d_bias_add(const node& n) : w_(window_attrs_of(n)), relu_(n.attr<bool>("relu")) {}
+  /// Checks the inputs; the outputs' shapes.
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const geometry g = conv_geometry(ctx.input(0).shape(), ctx.input(1).shape(), w_);
+    const tensor& b = ctx.input(2);
+    if (b.rank() != 1 || b.shape()[0] != g.k)
+      fail(error_code::invalid_argument, "bias must be a vector of the filter's ", g.k, " output channels, got shape ",
+           b.shape(), " (filter ", ctx.input(1).shape(), ")");
+    return {g.output_shape()};
+  }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    conv_forward<C>(ctx, conv_geometry(v.in[0].shape(), v.in[1].shape(), w_), v.in[0].data<C>(), v.in[1].data<C>(),
+                    v.out[0].data<C>(), conv_epilogue<C>{v.in[2].data<C>(), relu_});
+  }
+ private:
+  ops::window_attrs w_;
+  bool relu_;
 };
 
 /// Conv2DBackpropInput: the gradient of a Conv2D's input (of shape input_sizes).

@@ -155,17 +155,24 @@ void register_blocks_row(const geometry& g, const padded_image& pi, const C* ima
 
 /// out = conv(in, w) (w [K, k] row-major). With at least two images per thread, an image
 /// per thread at a time, copied into the thread's buffer (which stays in its cache);
-/// otherwise every image copied once and the output rows spread over the threads.
+/// otherwise every image copied once and the output rows spread over the threads. `pass`
+/// (_FusedConv2DBiasAdd's bias and ReLU) goes over each output row right after its blocks,
+/// while the row is in L1.
 template <class C>
-void register_blocks_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
+void register_blocks_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out,
+                             conv_epilogue<C> pass = {}) {
   const padded_image pi(g);
   const double row_cost = 2.0 * static_cast<double>(g.ow * g.patch() * g.k);
+  const auto row = [&](const C* image, std::int64_t y, C* out_row) {
+    register_blocks_row(g, pi, image, w, y, out_row);
+    if (pass) pass.apply(out_row, g.ow, g.k);
+  };
   if (g.n >= 2 * ctx.device().num_threads()) {
     ctx.parallel_for(g.n, row_cost * static_cast<double>(g.oh), [&](std::int64_t b, std::int64_t e) {
       C* buf = scratch<C>(pi.size(), 0);
       for (std::int64_t img = b; img < e; ++img) {
         pi.fill(g, in, img, buf);
-        for (std::int64_t y = 0; y < g.oh; ++y) register_blocks_row(g, pi, buf, w, y, out + (img * g.oh + y) * g.ow * g.k);
+        for (std::int64_t y = 0; y < g.oh; ++y) row(buf, y, out + (img * g.oh + y) * g.ow * g.k);
       }
     });
     return;
@@ -173,8 +180,7 @@ void register_blocks_forward(const kernel_context& ctx, const geometry& g, const
   std::vector<C, Eigen::aligned_allocator<C>> images(static_cast<std::size_t>(g.n * pi.size()));
   for (std::int64_t img = 0; img < g.n; ++img) pi.fill(g, in, img, images.data() + img * pi.size());
   ctx.parallel_for(g.n * g.oh, row_cost, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t row = b; row < e; ++row)
-      register_blocks_row(g, pi, images.data() + row / g.oh * pi.size(), w, row % g.oh, out + row * g.ow * g.k);
+    for (std::int64_t r = b; r < e; ++r) row(images.data() + r / g.oh * pi.size(), r % g.oh, out + r * g.ow * g.k);
   });
 }
 

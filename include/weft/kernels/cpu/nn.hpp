@@ -443,6 +443,7 @@ void register_nn_kernels() {
   register_for<nn::kernel<nn::sparse_softmax_cross_entropy>::of>("SparseSoftmaxCrossEntropyWithLogits", "T", types{});
   register_for<nn::kernel<nn::l2_loss>::of>("L2Loss", "T", types{});
   register_for<nn::kernel<nn::conv2d>::of>("Conv2D", "T", types{});
+  register_for<nn::kernel<nn::fused_conv2d_bias_add>::of>(ops::fused_conv2d_bias_add_op, "T", types{});
   register_for<nn::kernel<nn::conv2d_backprop_input>::of>("Conv2DBackpropInput", "T", types{});
   register_for<nn::kernel<nn::conv2d_backprop_filter>::of>("Conv2DBackpropFilter", "T", types{});
   register_for<nn::kernel<nn::pool<true>>::of>("MaxPool", "T", types{});
@@ -543,6 +544,15 @@ template <class T>
 struct kernel_for<ops::MaxPoolGradGrad, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::max_pool_grad_grad>::template of<T>>("MaxPoolGradGrad", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of _FusedConv2DBiasAdd's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::FusedConv2DBiasAdd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::fused_conv2d_bias_add>::template of<T>>(
+        ops::fused_conv2d_bias_add_op, {"T", dtype_of<T>});
+  }
 };
 /// Typed code's registration of _FusedMaxPoolGradReluGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>

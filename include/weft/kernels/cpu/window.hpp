@@ -41,6 +41,37 @@ using packet_t = typename ei::packet_traits<C>::type;
 template <class C>
 inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
 
+/// A Conv2D's output pass (_FusedConv2DBiasAdd): to each output position's k channels the
+/// bias, then max(x, 0) where `relu`, a NaN staying NaN (as _FusedMatMulBiasAdd's pass). Empty:
+/// nothing to do.
+template <class C>
+struct conv_epilogue {
+  const C* bias = nullptr;  ///< k values, or null
+  bool relu = false;        ///< max(x, 0) after the bias
+  /// Whether there is anything to apply.
+  explicit operator bool() const noexcept { return bias || relu; }
+  /// Applies the pass to `positions` rows of k values at `rows`.
+  void apply(C* rows, std::int64_t positions, std::int64_t k) const {
+    using P = packet_t<C>;
+    constexpr std::int64_t lanes = packet_size<C>;
+    for (std::int64_t r = 0; r < positions; ++r, rows += k) {
+      std::int64_t c = 0;
+      for (; c + lanes <= k; c += lanes) {
+        P x = ei::ploadu<P>(rows + c);
+        if (bias) x = ei::padd(x, ei::ploadu<P>(bias + c));
+        if (relu) x = ei::pselect(ei::pcmp_lt(x, ei::pzero(x)), ei::pzero(x), x);
+        ei::pstoreu(rows + c, x);
+      }
+      for (; c < k; ++c) {
+        C x = rows[c];
+        if (bias) x += bias[c];
+        if (relu && x < C(0)) x = C(0);
+        rows[c] = x;
+      }
+    }
+  }
+};
+
 /// A 1x1 window with stride 1: the convolution is a plain matrix product.
 inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
 

@@ -1,4 +1,18 @@
 /// @file
+/// What a convolution layer's nodes fold into, on the CPU (the MatMul folds' conditions,
+/// graph/passes/fuse_matmul.hpp: the folded nodes read by nothing else, no output fed, no
+/// other device or colocation asked for).
+///
+/// Relu(BiasAdd(Conv2D(x, f), bias)) (or the BiasAdd alone), float32 or bfloat16, NHWC,
+/// becomes _FusedConv2DBiasAdd(x, f, bias; relu): the bias and ReLU applied to each row of
+/// the convolution's output right after it is computed, while it is in L1, instead of one or
+/// two more passes over the output (LeNet's first layer: 6.4 MB). Relu's gradient reads the
+/// Relu's output, which the fused node gives; BiasAdd's and Conv2D's read only the incoming
+/// gradient and the Conv2D's inputs. The result is the unfused nodes' bit for bit in float32
+/// but for a NaN, which stays NaN through the ReLU (as in _FusedMatMulBiasAdd; Eigen's Relu
+/// gives 0 or NaN by where the NaN falls in a packet); in bfloat16 the sums are rounded once,
+/// after the bias and ReLU, where the unfused nodes round the convolution's output too.
+///
 /// A max pooling's gradient absorbs the ReLU gradient after it: ReluGrad(MaxPoolGrad(r, p,
 /// dy), r), the backward pass of a convolution layer's Relu then MaxPool (LeNet's), becomes
 /// one _FusedMaxPoolGradReluGrad(r, p, dy) when nothing else reads the MaxPoolGrad. The
@@ -7,12 +21,13 @@
 /// one, each window's gradient to its first maximum where that maximum is above 0. Bit for
 /// bit the two nodes' result (ops/nn_ops.hpp, kernels/cpu/pooling.hpp).
 ///
-/// A session does it beside the MatMul folds (graph/passes/fuse_matmul.hpp, under
-/// session_options::fuse_matmul), on its own copy of the graph, where every device is a CPU
-/// and the fused kernel of the dtype is registered. The fused node takes the ReluGrad's id,
-/// name, device and colocation (graph::replace), with the control inputs of both nodes.
+/// A session does both beside the MatMul folds (under session_options::fuse_matmul), on its
+/// own copy of the graph, where every device is a CPU and the fused kernel of the dtype is
+/// registered. A fused node takes the id, name, device and colocation of the last node it
+/// replaces (graph::replace), with the control inputs of all of them.
 #pragma once
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,6 +36,35 @@
 #include <weft/ops/nn_ops.hpp>
 
 namespace weft::passes {
+
+/// The BiasAdds of g (NHWC, float32 or bfloat16) whose value is output 0 of a Conv2D (NHWC)
+/// that nothing else reads, with the Relu that alone reads each where there is one: as
+/// fusable_biases() for MatMul (fusable_bias::matmul names the Conv2D).
+inline std::vector<fusable_bias> fusable_conv_biases(const graph& g, const std::vector<output>& fed,
+                                                     const std::vector<output>& fetched, const std::vector<int>& targets) {
+  auto out = detail::biases_after(g, fed, fetched, targets, "Conv2D");
+  std::erase_if(out, [&](const fusable_bias& f) { return g.at(f.matmul).attr<std::string>("data_format") != "NHWC"; });
+  return out;
+}
+
+/// Folds each of `biases` (from fusable_conv_biases(g, ...)) into its Conv2D in g: the Relu's
+/// node, or the BiasAdd's where there is no Relu, replaced in place by _FusedConv2DBiasAdd(x,
+/// f, bias) with the Conv2D's attrs and the control inputs of every node folded.
+inline void fuse_conv_biases(graph& g, const std::vector<fusable_bias>& biases) {
+  for (const auto& f : biases) {
+    const node& conv = g.at(f.matmul);
+    const node& add = g.at(f.bias_add);
+    const node* relu = f.relu >= 0 ? &g.at(f.relu) : nullptr;
+    attr_map attrs = conv.attrs();
+    attrs.set("relu", relu != nullptr);
+    std::vector<output> inputs{conv.inputs()[0], conv.inputs()[1], add.inputs()[1]};
+    std::vector<int> controls = detail::controls_of({&conv, &add, relu});
+    const int into = relu ? f.relu : f.bias_add;
+    g.replace(into, ops::fused_conv2d_bias_add_op, inputs, std::move(attrs), std::move(controls));
+    g.redirect_control_inputs(f.matmul, into);
+    if (relu) g.redirect_control_inputs(f.bias_add, into);
+  }
+}
 
 /// A ReluGrad and the MaxPoolGrad whose output is its gradients, by node id.
 struct fusable_pool_relu_grad {
