@@ -441,6 +441,33 @@ session_options fusing(int threads, bool fuse) {
   o.fuse_matmul = fuse;
   return o;
 }
+
+// Runs `init`, then two training steps, with the folds and without: the first step traced,
+// each op of `fused_ops` run as many times as it says when folding and the other count
+// (1 - n) when not, and the variables after the two steps equal.
+void two_steps_alike(const graph& g, const node& init, const feed_list& feeds, const node& step,
+                     const std::vector<output>& variables, const std::vector<std::pair<std::string, int>>& fused_ops) {
+  std::vector<std::vector<float>> after;
+  for (bool fuse : {true, false}) {
+    INFO((fuse ? "fused" : "unfused"));
+    session s(g, fusing(1, fuse));
+    s.run({}, {}, {init});
+    const auto ops = trace(s, feeds, {}, {step}).ops;
+    for (const auto& [op, n] : fused_ops) {
+      INFO(op);
+      CHECK(static_cast<int>(ops.count(op)) == (fuse ? n : 1 - n));
+    }
+    s.run(feeds, {}, {step});
+    after.push_back({});
+    std::vector<endpoint> fetches(variables.begin(), variables.end());
+    for (const auto& v : s.run({}, fetches)) {
+      const auto values = v.to_vector<float>();
+      after.back().insert(after.back().end(), values.begin(), values.end());
+    }
+  }
+  REQUIRE(after[0].size() == after[1].size());
+  for (std::size_t i = 0; i < after[0].size(); ++i) CHECK(std::abs(after[0][i] - after[1][i]) <= 1e-5f * (1 + std::abs(after[1][i])));
+}
 }  // namespace
 
 TEST_CASE("folding gradient updates: a weight's step runs as one GEMM into the variable, as the unfused step") {
@@ -1260,24 +1287,8 @@ TEST_CASE("folding under train::minimize: a two-layer ReLU network's input gradi
   auto y = g.op("MatMul", {h, w2}).out(0);
   auto loss = g.op("Sum", {g.op("Square", {y}), g.constant(tensor::of<std::int32_t>({2}, {0, 1}))}).out(0);
   auto t = train::minimize(g, loss, {w1, w2, b1}, train::sgd{0.01f});
-  const feed_list feeds{{"x", tensor::from_vector(wave(24, 3.3), shape{6, 4})}};
-  std::vector<std::vector<float>> after;
-  for (bool fuse : {true, false}) {
-    INFO((fuse ? "fused" : "unfused"));
-    session s(g, fusing(1, fuse));
-    s.run({}, {}, {init});
-    const auto ops = trace(s, feeds, {}, {t.step}).ops;
-    CHECK(ops.count("_FusedMatMulReluGrad") == (fuse ? 1 : 0));
-    CHECK(ops.count("ReluGrad") == (fuse ? 0 : 1));
-    s.run(feeds, {}, {t.step});
-    after.push_back({});
-    for (const auto& v : s.run({}, {w1, w2, b1})) {
-      const auto f = v.to_vector<float>();
-      after.back().insert(after.back().end(), f.begin(), f.end());
-    }
-  }
-  REQUIRE(after[0].size() == after[1].size());
-  for (std::size_t i = 0; i < after[0].size(); ++i) CHECK(std::abs(after[0][i] - after[1][i]) <= 1e-5f * (1 + std::abs(after[1][i])));
+  two_steps_alike(g, init, {{"x", tensor::from_vector(wave(24, 3.3), shape{6, 4})}}, t.step, {w1, w2, b1},
+                  {{"_FusedMatMulReluGrad", 1}, {"ReluGrad", 0}});
 }
 
 namespace {
@@ -1477,23 +1488,6 @@ TEST_CASE("folding a convolution layer's nodes under train::minimize: the weight
   auto y = g.op("MatMul", {flat, w}).out(0);
   auto loss = g.op("Sum", {g.op("Square", {y}), g.constant(tensor::of<std::int32_t>({2}, {0, 1}))}).out(0);
   auto t = train::minimize(g, loss, {f, b, w}, train::sgd{0.001f});
-  const feed_list feeds{{"x", tensor::from_vector(wave(256, 3.3), shape{4, 8, 8, 1})}};
-  std::vector<std::vector<float>> after;
-  for (bool fuse : {true, false}) {
-    INFO((fuse ? "fused" : "unfused"));
-    session s(g, fusing(1, fuse));
-    s.run({}, {}, {init});
-    const auto ops = trace(s, feeds, {}, {t.step}).ops;
-    CHECK(ops.count("_FusedConv2DBiasAdd") == (fuse ? 1 : 0));
-    CHECK(ops.count("_FusedMaxPoolGradReluGrad") == (fuse ? 1 : 0));
-    CHECK(ops.count("ReluGrad") == (fuse ? 0 : 1));
-    s.run(feeds, {}, {t.step});
-    after.push_back({});
-    for (const auto& v : s.run({}, {f, b, w})) {
-      const auto vals = v.to_vector<float>();
-      after.back().insert(after.back().end(), vals.begin(), vals.end());
-    }
-  }
-  REQUIRE(after[0].size() == after[1].size());
-  for (std::size_t i = 0; i < after[0].size(); ++i) CHECK(std::abs(after[0][i] - after[1][i]) <= 1e-5f * (1 + std::abs(after[1][i])));
+  two_steps_alike(g, init, {{"x", tensor::from_vector(wave(256, 3.3), shape{4, 8, 8, 1})}}, t.step, {f, b, w},
+                  {{"_FusedConv2DBiasAdd", 1}, {"_FusedMaxPoolGradReluGrad", 1}, {"ReluGrad", 0}});
 }

@@ -5196,9 +5196,13 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> nn_op_defs() {
                        })
                        .flops(pool_flops)
                        .build());
-  // MaxPoolGrad's output has orig_input's shape, MaxPoolGradGrad's orig_output's.
-  for (const int like : {0, 1})
-    defs.push_back(pool_attrs(op_def_builder(like == 0 ? "MaxPoolGrad" : "MaxPoolGradGrad")
+  // MaxPoolGrad's output has orig_input's shape, MaxPoolGradGrad's orig_output's;
+  // _FusedMaxPoolGradReluGrad is MaxPoolGrad and the ReluGrad that masks it by the pool's
+  // input as one node (a mask per element more).
+  for (const char* name : {"MaxPoolGrad", "MaxPoolGradGrad", fused_max_pool_grad_relu_grad_op}) {
+    const int like = std::string_view(name) == "MaxPoolGradGrad" ? 1 : 0;
+    const bool masked = std::string_view(name) == fused_max_pool_grad_relu_grad_op;
+    defs.push_back(pool_attrs(op_def_builder(name)
                                   .input("orig_input: T")
                                   .input("orig_output: T")
                                   .input("grad: T")
@@ -5208,23 +5212,11 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> nn_op_defs() {
                          for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
                          c.set_output(0, c.input(like).rank_known() ? c.input(like) : partial_shape::unknown_of_rank(4));
                        })
-                       .flops(pool_flops)
+                       .flops([pool_flops, masked](const op_cost_args& c) {
+                         return pool_flops(c) + (masked ? op_cost_args::elements(c.outputs[0]) : 0.0);
+                       })
                        .build());
-  // MaxPoolGrad and the ReluGrad that masks it by the pool's input as one node.
-  defs.push_back(pool_attrs(op_def_builder(fused_max_pool_grad_relu_grad_op)
-                                .input("orig_input: T")
-                                .input("orig_output: T")
-                                .input("grad: T")
-                                .output("backprops: T"))
-                     .shape_fn([](shape_context& c) {
-                       detail::pool_window(c);
-                       for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
-                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : partial_shape::unknown_of_rank(4));
-                     })
-                     .flops([pool_flops](const op_cost_args& c) {  // MaxPoolGrad's and a mask per element
-                       return pool_flops(c) + (c.outputs.empty() ? 0.0 : op_cost_args::elements(c.outputs[0]));
-                     })
-                     .build());
+  }
   defs.push_back(pool_attrs(op_def_builder("AvgPoolGrad")
                                 .input("orig_input_shape: Tsizes")
                                 .input("grad: T")
@@ -10754,6 +10746,21 @@ inline std::vector<fusable_bias> biases_after(const graph& g, const std::vector<
   }
   return out;
 }
+/// Replaces f's Relu, or its BiasAdd where there is none, by a node of op `op` (the inner
+/// node's inputs and the bias) with `attrs` and relu, and the control inputs of every node
+/// folded; control edges on the inner node and the BiasAdd move to it.
+inline void fuse_bias(graph& g, const fusable_bias& f, const char* op, attr_map attrs) {
+  const node& inner = g.at(f.matmul);
+  const node& add = g.at(f.bias_add);
+  const node* relu = f.relu >= 0 ? &g.at(f.relu) : nullptr;
+  attrs.set("relu", relu != nullptr);
+  std::vector<output> inputs{inner.inputs()[0], inner.inputs()[1], add.inputs()[1]};
+  std::vector<int> controls = controls_of({&inner, &add, relu});
+  const int into = relu ? f.relu : f.bias_add;
+  g.replace(into, op, inputs, std::move(attrs), std::move(controls));
+  g.redirect_control_inputs(f.matmul, into);
+  if (relu) g.redirect_control_inputs(f.bias_add, into);
+}
 }  // namespace detail
 
 /// The BiasAdds of g (NHWC, float or bfloat16) whose value is output 0 of a MatMul that
@@ -10770,18 +10777,7 @@ inline std::vector<fusable_bias> fusable_biases(const graph& g, const std::vecto
 /// or the BiasAdd's where there is no Relu, replaced in place by _FusedMatMulBiasAdd(a, b,
 /// bias) with the MatMul's transposes and the control inputs of every node folded.
 inline void fuse_biases(graph& g, const std::vector<fusable_bias>& biases) {
-  for (const auto& f : biases) {
-    const node& product = g.at(f.matmul);
-    const node& add = g.at(f.bias_add);
-    const node* relu = f.relu >= 0 ? &g.at(f.relu) : nullptr;
-    attr_map attrs = detail::product_attrs(product);
-    attrs.set("relu", relu != nullptr);
-    std::vector<output> inputs{product.inputs()[0], product.inputs()[1], add.inputs()[1]};
-    const int into = relu ? f.relu : f.bias_add;
-    g.replace(into, ops::fused_matmul_bias_add_op, inputs, std::move(attrs), detail::controls_of({&product, &add, relu}));
-    g.redirect_control_inputs(f.matmul, into);
-    if (relu) g.redirect_control_inputs(f.bias_add, into);
-  }
+  for (const auto& f : biases) detail::fuse_bias(g, f, ops::fused_matmul_bias_add_op, detail::product_attrs(g.at(f.matmul)));
 }
 
 /// A ReluGrad and the MatMul whose product is its gradients, by node id.
@@ -10965,19 +10961,7 @@ inline std::vector<fusable_bias> fusable_conv_biases(const graph& g, const std::
 /// node, or the BiasAdd's where there is no Relu, replaced in place by _FusedConv2DBiasAdd(x,
 /// f, bias) with the Conv2D's attrs and the control inputs of every node folded.
 inline void fuse_conv_biases(graph& g, const std::vector<fusable_bias>& biases) {
-  for (const auto& f : biases) {
-    const node& conv = g.at(f.matmul);
-    const node& add = g.at(f.bias_add);
-    const node* relu = f.relu >= 0 ? &g.at(f.relu) : nullptr;
-    attr_map attrs = conv.attrs();
-    attrs.set("relu", relu != nullptr);
-    std::vector<output> inputs{conv.inputs()[0], conv.inputs()[1], add.inputs()[1]};
-    std::vector<int> controls = detail::controls_of({&conv, &add, relu});
-    const int into = relu ? f.relu : f.bias_add;
-    g.replace(into, ops::fused_conv2d_bias_add_op, inputs, std::move(attrs), std::move(controls));
-    g.redirect_control_inputs(f.matmul, into);
-    if (relu) g.redirect_control_inputs(f.bias_add, into);
-  }
+  for (const auto& f : biases) detail::fuse_bias(g, f, ops::fused_conv2d_bias_add_op, g.at(f.matmul).attrs());
 }
 
 /// A ReluGrad and the MaxPoolGrad whose output is its gradients, by node id.

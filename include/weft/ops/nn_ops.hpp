@@ -459,9 +459,13 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> nn_op_defs() {
                        })
                        .flops(pool_flops)
                        .build());
-  // MaxPoolGrad's output has orig_input's shape, MaxPoolGradGrad's orig_output's.
-  for (const int like : {0, 1})
-    defs.push_back(pool_attrs(op_def_builder(like == 0 ? "MaxPoolGrad" : "MaxPoolGradGrad")
+  // MaxPoolGrad's output has orig_input's shape, MaxPoolGradGrad's orig_output's;
+  // _FusedMaxPoolGradReluGrad is MaxPoolGrad and the ReluGrad that masks it by the pool's
+  // input as one node (a mask per element more).
+  for (const char* name : {"MaxPoolGrad", "MaxPoolGradGrad", fused_max_pool_grad_relu_grad_op}) {
+    const int like = std::string_view(name) == "MaxPoolGradGrad" ? 1 : 0;
+    const bool masked = std::string_view(name) == fused_max_pool_grad_relu_grad_op;
+    defs.push_back(pool_attrs(op_def_builder(name)
                                   .input("orig_input: T")
                                   .input("orig_output: T")
                                   .input("grad: T")
@@ -471,23 +475,11 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> nn_op_defs() {
                          for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
                          c.set_output(0, c.input(like).rank_known() ? c.input(like) : partial_shape::unknown_of_rank(4));
                        })
-                       .flops(pool_flops)
+                       .flops([pool_flops, masked](const op_cost_args& c) {
+                         return pool_flops(c) + (masked ? op_cost_args::elements(c.outputs[0]) : 0.0);
+                       })
                        .build());
-  // MaxPoolGrad and the ReluGrad that masks it by the pool's input as one node.
-  defs.push_back(pool_attrs(op_def_builder(fused_max_pool_grad_relu_grad_op)
-                                .input("orig_input: T")
-                                .input("orig_output: T")
-                                .input("grad: T")
-                                .output("backprops: T"))
-                     .shape_fn([](shape_context& c) {
-                       detail::pool_window(c);
-                       for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
-                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : partial_shape::unknown_of_rank(4));
-                     })
-                     .flops([pool_flops](const op_cost_args& c) {  // MaxPoolGrad's and a mask per element
-                       return pool_flops(c) + (c.outputs.empty() ? 0.0 : op_cost_args::elements(c.outputs[0]));
-                     })
-                     .build());
+  }
   defs.push_back(pool_attrs(op_def_builder("AvgPoolGrad")
                                 .input("orig_input_shape: Tsizes")
                                 .input("grad: T")

@@ -51,19 +51,7 @@ inline std::vector<fusable_bias> fusable_conv_biases(const graph& g, const std::
 /// node, or the BiasAdd's where there is no Relu, replaced in place by _FusedConv2DBiasAdd(x,
 /// f, bias) with the Conv2D's attrs and the control inputs of every node folded.
 inline void fuse_conv_biases(graph& g, const std::vector<fusable_bias>& biases) {
-  for (const auto& f : biases) {
-    const node& conv = g.at(f.matmul);
-    const node& add = g.at(f.bias_add);
-    const node* relu = f.relu >= 0 ? &g.at(f.relu) : nullptr;
-    attr_map attrs = conv.attrs();
-    attrs.set("relu", relu != nullptr);
-    std::vector<output> inputs{conv.inputs()[0], conv.inputs()[1], add.inputs()[1]};
-    std::vector<int> controls = detail::controls_of({&conv, &add, relu});
-    const int into = relu ? f.relu : f.bias_add;
-    g.replace(into, ops::fused_conv2d_bias_add_op, inputs, std::move(attrs), std::move(controls));
-    g.redirect_control_inputs(f.matmul, into);
-    if (relu) g.redirect_control_inputs(f.bias_add, into);
-  }
+  for (const auto& f : biases) detail::fuse_bias(g, f, ops::fused_conv2d_bias_add_op, g.at(f.matmul).attrs());
 }
 
 /// A ReluGrad and the MaxPoolGrad whose output is its gradients, by node id.

@@ -163,6 +163,21 @@ inline std::vector<fusable_bias> biases_after(const graph& g, const std::vector<
   }
   return out;
 }
+/// Replaces f's Relu, or its BiasAdd where there is none, by a node of op `op` (the inner
+/// node's inputs and the bias) with `attrs` and relu, and the control inputs of every node
+/// folded; control edges on the inner node and the BiasAdd move to it.
+inline void fuse_bias(graph& g, const fusable_bias& f, const char* op, attr_map attrs) {
+  const node& inner = g.at(f.matmul);
+  const node& add = g.at(f.bias_add);
+  const node* relu = f.relu >= 0 ? &g.at(f.relu) : nullptr;
+  attrs.set("relu", relu != nullptr);
+  std::vector<output> inputs{inner.inputs()[0], inner.inputs()[1], add.inputs()[1]};
+  std::vector<int> controls = controls_of({&inner, &add, relu});
+  const int into = relu ? f.relu : f.bias_add;
+  g.replace(into, op, inputs, std::move(attrs), std::move(controls));
+  g.redirect_control_inputs(f.matmul, into);
+  if (relu) g.redirect_control_inputs(f.bias_add, into);
+}
 }  // namespace detail
 
 /// The BiasAdds of g (NHWC, float or bfloat16) whose value is output 0 of a MatMul that
@@ -179,18 +194,7 @@ inline std::vector<fusable_bias> fusable_biases(const graph& g, const std::vecto
 /// or the BiasAdd's where there is no Relu, replaced in place by _FusedMatMulBiasAdd(a, b,
 /// bias) with the MatMul's transposes and the control inputs of every node folded.
 inline void fuse_biases(graph& g, const std::vector<fusable_bias>& biases) {
-  for (const auto& f : biases) {
-    const node& product = g.at(f.matmul);
-    const node& add = g.at(f.bias_add);
-    const node* relu = f.relu >= 0 ? &g.at(f.relu) : nullptr;
-    attr_map attrs = detail::product_attrs(product);
-    attrs.set("relu", relu != nullptr);
-    std::vector<output> inputs{product.inputs()[0], product.inputs()[1], add.inputs()[1]};
-    const int into = relu ? f.relu : f.bias_add;
-    g.replace(into, ops::fused_matmul_bias_add_op, inputs, std::move(attrs), detail::controls_of({&product, &add, relu}));
-    g.redirect_control_inputs(f.matmul, into);
-    if (relu) g.redirect_control_inputs(f.bias_add, into);
-  }
+  for (const auto& f : biases) detail::fuse_bias(g, f, ops::fused_matmul_bias_add_op, detail::product_attrs(g.at(f.matmul)));
 }
 
 /// A ReluGrad and the MatMul whose product is its gradients, by node id.
