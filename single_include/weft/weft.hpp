@@ -4773,8 +4773,8 @@ struct matrix {
 ///   AvgPoolGrad(orig_input_shape, grad)
 ///   _FusedConv2DBiasAdd(input, filter, bias; relu)          Relu(BiasAdd(Conv2D(input,
 ///                                                           filter), bias)) as one node (the
-///                                                           Relu where relu; a NaN stays
-///                                                           NaN). Only a session's own copy
+///                                                           Relu where relu; a NaN or a -0
+///                                                           stays). Only a session's own copy
 ///                                                           of a graph holds it.
 ///   _FusedMaxPoolGradReluGrad(orig_input, orig_output, grad)
 ///                                                           ReluGrad(MaxPoolGrad(orig_input,
@@ -10923,8 +10923,8 @@ inline void fuse_adams(graph& g, const std::vector<fusable_adam>& adams) {
 /// two more passes over the output (LeNet's first layer: 6.4 MB). Relu's gradient reads the
 /// Relu's output, which the fused node gives; BiasAdd's and Conv2D's read only the incoming
 /// gradient and the Conv2D's inputs. The result is the unfused nodes' bit for bit in float32
-/// but for a NaN, which stays NaN through the ReLU (as in _FusedMatMulBiasAdd; Eigen's Relu
-/// gives 0 or NaN by where the NaN falls in a packet); in bfloat16 the sums are rounded once,
+/// but for a NaN or a -0, which the fused ReLU keeps (as _FusedMatMulBiasAdd's; Eigen's Relu
+/// gives 0 or NaN, +0 or -0, by where the value falls in a packet); in bfloat16 the sums are rounded once,
 /// after the bias and ReLU, where the unfused nodes round the convolution's output too.
 ///
 /// A max pooling's gradient absorbs the ReLU gradient after it: ReluGrad(MaxPoolGrad(r, p,
@@ -10940,21 +10940,18 @@ inline void fuse_adams(graph& g, const std::vector<fusable_adam>& adams) {
 /// registered. A fused node takes the id, name, device and colocation of the last node it
 /// replaces (graph::replace), with the control inputs of all of them.
 
-#include <string>
 #include <utility>
 #include <vector>
 
 
 namespace weft::passes {
 
-/// The BiasAdds of g (NHWC, float32 or bfloat16) whose value is output 0 of a Conv2D (NHWC)
-/// that nothing else reads, with the Relu that alone reads each where there is one: as
-/// fusable_biases() for MatMul (fusable_bias::matmul names the Conv2D).
+/// The BiasAdds of g (NHWC, float32 or bfloat16) whose value is output 0 of a Conv2D (NHWC,
+/// as its op requires) that nothing else reads, with the Relu that alone reads each where
+/// there is one: as fusable_biases() for MatMul (fusable_bias::matmul names the Conv2D).
 inline std::vector<fusable_bias> fusable_conv_biases(const graph& g, const std::vector<output>& fed,
                                                      const std::vector<output>& fetched, const std::vector<int>& targets) {
-  auto out = detail::biases_after(g, fed, fetched, targets, "Conv2D");
-  std::erase_if(out, [&](const fusable_bias& f) { return g.at(f.matmul).attr<std::string>("data_format") != "NHWC"; });
-  return out;
+  return detail::biases_after(g, fed, fetched, targets, "Conv2D");
 }
 
 /// Folds each of `biases` (from fusable_conv_biases(g, ...)) into its Conv2D in g: the Relu's
@@ -10988,7 +10985,7 @@ inline std::vector<fusable_pool_relu_grad> fusable_pool_relu_grads(const graph& 
     const output gradients = rg.inputs()[0];
     const node& mpg = g.at(gradients.node);
     if (mpg.op() != "MaxPoolGrad" || gradients.port != 0 || mpg.inputs()[0] != rg.inputs()[1] ||
-        mpg.attr<dtype>("T") != rg.attr<dtype>("T") || !readers.folds(mpg.id(), id) || !detail::folds_into(mpg, rg))
+        !readers.folds(mpg.id(), id) || !detail::folds_into(mpg, rg))
       continue;
     out.push_back({mpg.id(), id});
   }
@@ -25394,8 +25391,8 @@ template <class C>
 inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
 
 /// A Conv2D's output pass (_FusedConv2DBiasAdd): to each output position's k channels the
-/// bias, then max(x, 0) where `relu`, a NaN staying NaN (as _FusedMatMulBiasAdd's pass). Empty:
-/// nothing to do.
+/// bias, then 0 where the value is below 0 (`relu`; a NaN or a -0 stays, as in
+/// _FusedMatMulBiasAdd's pass). Empty: nothing to do.
 template <class C>
 struct conv_epilogue {
   const C* bias = nullptr;  ///< k values, or null
@@ -26324,8 +26321,9 @@ struct conv2d {
   ops::window_attrs w_;
 };
 
-/// _FusedConv2DBiasAdd: Conv2D, then the bias (and max(x, 0) where relu) applied to each
-/// output row as the convolution completes it (conv_epilogue).
+/// _FusedConv2DBiasAdd: Conv2D, then the bias (and the ReLU where relu) applied to each
+/// output row as the register blocks complete it, or over the output after the other paths
+/// (conv_epilogue).
 struct fused_conv2d_bias_add {
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b111;
@@ -26783,13 +26781,16 @@ struct max_pool_grad_op : pool_base {
       const bool covers = g.sh == g.kh && g.sw == g.kw && g.oh > 0 && g.ow > 0 && g.top(0) <= 0 &&
                           g.top(g.oh - 1) + g.kh >= g.h && g.left(0) <= 0 && g.left(g.ow - 1) + g.kw >= g.w;
       if (!covers) std::fill_n(out, v.out[0].num_elements(), C(0));
+      // Window indices are kept as C values, exact up to 2^digits (2^24 for float): a larger
+      // window goes channel by channel.
+      const std::int64_t packed = g.kh * g.kw <= (std::int64_t{1} << std::numeric_limits<C>::digits) ? g.c : 0;
       ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
         for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
           const window_span s = span_of(g, y, x);
           if (s.count() <= 0) return;  // wholly in the padding: its elements are in no other window
           const C* d = grad + r * g.c;
           const std::int64_t corner = ((img * g.h + s.y0) * g.w + s.x0) * g.c;
-          disjoint_window(g, s, in + corner, d, out + corner);
+          disjoint_window(g, s, in + corner, d, out + corner, packed);
         });
       });
     } else {
@@ -26805,20 +26806,19 @@ struct max_pool_grad_op : pool_base {
   }
 
  private:
-  /// One window of non-overlapping pooling, its channels [c0, c0 + n) (`in`, `d` and `out` at
-  /// its first valid element and channel c0): the gradient to each channel's first maximum, 0
-  /// to the window's other elements. Whole packets of channels keep each channel's maximum
-  /// and the index of its first in registers (the index as a C: windows are far smaller than
-  /// 2^24); the rest go channel by channel. (The loops over vectors of offsets and indices
-  /// that serve overlapping windows took 1.67 ms for LeNet's first MaxPoolGrad in its step:
-  /// docs/benchmarks.md.)
+  /// One window of non-overlapping pooling (`in` and `out` at its first valid element, `d` at
+  /// its gradient): the gradient to each channel's first maximum, 0 to the window's other
+  /// elements. Whole packets of the first `packed` channels keep each channel's maximum and
+  /// the index of its first in registers (the index as a C); the other channels go one by one. (The loops over vectors of offsets and indices that serve overlapping windows
+  /// took 1.67 ms for LeNet's first MaxPoolGrad in its step: docs/benchmarks.md.)
   template <class C>
-  static void disjoint_window(const geometry& g, const window_span& s, const C* in, const C* d, C* out) {
+  static void disjoint_window(const geometry& g, const window_span& s, const C* in, const C* d, C* out,
+                              std::int64_t packed) {
     using P = packet_t<C>;
     constexpr std::int64_t lanes = packet_size<C>;
     const std::int64_t row = g.w * g.c, rows = s.y1 - s.y0, cols = s.x1 - s.x0;
     std::int64_t c0 = 0;
-    for (; c0 + lanes <= g.c; c0 += lanes) {
+    for (; c0 + lanes <= packed; c0 += lanes) {
       P best = ei::ploadu<P>(in + c0), first = ei::pzero(best);
       C k = 0;
       for (std::int64_t iy = 0; iy < rows; ++iy)

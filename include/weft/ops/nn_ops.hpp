@@ -29,8 +29,8 @@
 ///   AvgPoolGrad(orig_input_shape, grad)
 ///   _FusedConv2DBiasAdd(input, filter, bias; relu)          Relu(BiasAdd(Conv2D(input,
 ///                                                           filter), bias)) as one node (the
-///                                                           Relu where relu; a NaN stays
-///                                                           NaN). Only a session's own copy
+///                                                           Relu where relu; a NaN or a -0
+///                                                           stays). Only a session's own copy
 ///                                                           of a graph holds it.
 ///   _FusedMaxPoolGradReluGrad(orig_input, orig_output, grad)
 ///                                                           ReluGrad(MaxPoolGrad(orig_input,

@@ -9,8 +9,8 @@
 /// two more passes over the output (LeNet's first layer: 6.4 MB). Relu's gradient reads the
 /// Relu's output, which the fused node gives; BiasAdd's and Conv2D's read only the incoming
 /// gradient and the Conv2D's inputs. The result is the unfused nodes' bit for bit in float32
-/// but for a NaN, which stays NaN through the ReLU (as in _FusedMatMulBiasAdd; Eigen's Relu
-/// gives 0 or NaN by where the NaN falls in a packet); in bfloat16 the sums are rounded once,
+/// but for a NaN or a -0, which the fused ReLU keeps (as _FusedMatMulBiasAdd's; Eigen's Relu
+/// gives 0 or NaN, +0 or -0, by where the value falls in a packet); in bfloat16 the sums are rounded once,
 /// after the bias and ReLU, where the unfused nodes round the convolution's output too.
 ///
 /// A max pooling's gradient absorbs the ReLU gradient after it: ReluGrad(MaxPoolGrad(r, p,
@@ -27,7 +27,6 @@
 /// replaces (graph::replace), with the control inputs of all of them.
 #pragma once
 
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -37,14 +36,12 @@
 
 namespace weft::passes {
 
-/// The BiasAdds of g (NHWC, float32 or bfloat16) whose value is output 0 of a Conv2D (NHWC)
-/// that nothing else reads, with the Relu that alone reads each where there is one: as
-/// fusable_biases() for MatMul (fusable_bias::matmul names the Conv2D).
+/// The BiasAdds of g (NHWC, float32 or bfloat16) whose value is output 0 of a Conv2D (NHWC,
+/// as its op requires) that nothing else reads, with the Relu that alone reads each where
+/// there is one: as fusable_biases() for MatMul (fusable_bias::matmul names the Conv2D).
 inline std::vector<fusable_bias> fusable_conv_biases(const graph& g, const std::vector<output>& fed,
                                                      const std::vector<output>& fetched, const std::vector<int>& targets) {
-  auto out = detail::biases_after(g, fed, fetched, targets, "Conv2D");
-  std::erase_if(out, [&](const fusable_bias& f) { return g.at(f.matmul).attr<std::string>("data_format") != "NHWC"; });
-  return out;
+  return detail::biases_after(g, fed, fetched, targets, "Conv2D");
 }
 
 /// Folds each of `biases` (from fusable_conv_biases(g, ...)) into its Conv2D in g: the Relu's
@@ -78,7 +75,7 @@ inline std::vector<fusable_pool_relu_grad> fusable_pool_relu_grads(const graph& 
     const output gradients = rg.inputs()[0];
     const node& mpg = g.at(gradients.node);
     if (mpg.op() != "MaxPoolGrad" || gradients.port != 0 || mpg.inputs()[0] != rg.inputs()[1] ||
-        mpg.attr<dtype>("T") != rg.attr<dtype>("T") || !readers.folds(mpg.id(), id) || !detail::folds_into(mpg, rg))
+        !readers.folds(mpg.id(), id) || !detail::folds_into(mpg, rg))
       continue;
     out.push_back({mpg.id(), id});
   }

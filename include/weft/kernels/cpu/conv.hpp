@@ -186,8 +186,9 @@ struct conv2d {
   ops::window_attrs w_;
 };
 
-/// _FusedConv2DBiasAdd: Conv2D, then the bias (and max(x, 0) where relu) applied to each
-/// output row as the convolution completes it (conv_epilogue).
+/// _FusedConv2DBiasAdd: Conv2D, then the bias (and the ReLU where relu) applied to each
+/// output row as the register blocks complete it, or over the output after the other paths
+/// (conv_epilogue).
 struct fused_conv2d_bias_add {
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b111;

@@ -183,13 +183,16 @@ struct max_pool_grad_op : pool_base {
       const bool covers = g.sh == g.kh && g.sw == g.kw && g.oh > 0 && g.ow > 0 && g.top(0) <= 0 &&
                           g.top(g.oh - 1) + g.kh >= g.h && g.left(0) <= 0 && g.left(g.ow - 1) + g.kw >= g.w;
       if (!covers) std::fill_n(out, v.out[0].num_elements(), C(0));
+      // Window indices are kept as C values, exact up to 2^digits (2^24 for float): a larger
+      // window goes channel by channel.
+      const std::int64_t packed = g.kh * g.kw <= (std::int64_t{1} << std::numeric_limits<C>::digits) ? g.c : 0;
       ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
         for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
           const window_span s = span_of(g, y, x);
           if (s.count() <= 0) return;  // wholly in the padding: its elements are in no other window
           const C* d = grad + r * g.c;
           const std::int64_t corner = ((img * g.h + s.y0) * g.w + s.x0) * g.c;
-          disjoint_window(g, s, in + corner, d, out + corner);
+          disjoint_window(g, s, in + corner, d, out + corner, packed);
         });
       });
     } else {
@@ -205,20 +208,19 @@ struct max_pool_grad_op : pool_base {
   }
 
  private:
-  /// One window of non-overlapping pooling, its channels [c0, c0 + n) (`in`, `d` and `out` at
-  /// its first valid element and channel c0): the gradient to each channel's first maximum, 0
-  /// to the window's other elements. Whole packets of channels keep each channel's maximum
-  /// and the index of its first in registers (the index as a C: windows are far smaller than
-  /// 2^24); the rest go channel by channel. (The loops over vectors of offsets and indices
-  /// that serve overlapping windows took 1.67 ms for LeNet's first MaxPoolGrad in its step:
-  /// docs/benchmarks.md.)
+  /// One window of non-overlapping pooling (`in` and `out` at its first valid element, `d` at
+  /// its gradient): the gradient to each channel's first maximum, 0 to the window's other
+  /// elements. Whole packets of the first `packed` channels keep each channel's maximum and
+  /// the index of its first in registers (the index as a C); the other channels go one by one. (The loops over vectors of offsets and indices that serve overlapping windows
+  /// took 1.67 ms for LeNet's first MaxPoolGrad in its step: docs/benchmarks.md.)
   template <class C>
-  static void disjoint_window(const geometry& g, const window_span& s, const C* in, const C* d, C* out) {
+  static void disjoint_window(const geometry& g, const window_span& s, const C* in, const C* d, C* out,
+                              std::int64_t packed) {
     using P = packet_t<C>;
     constexpr std::int64_t lanes = packet_size<C>;
     const std::int64_t row = g.w * g.c, rows = s.y1 - s.y0, cols = s.x1 - s.x0;
     std::int64_t c0 = 0;
-    for (; c0 + lanes <= g.c; c0 += lanes) {
+    for (; c0 + lanes <= packed; c0 += lanes) {
       P best = ei::ploadu<P>(in + c0), first = ei::pzero(best);
       C k = 0;
       for (std::int64_t iy = 0; iy < rows; ++iy)

@@ -42,8 +42,8 @@ template <class C>
 inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
 
 /// A Conv2D's output pass (_FusedConv2DBiasAdd): to each output position's k channels the
-/// bias, then max(x, 0) where `relu`, a NaN staying NaN (as _FusedMatMulBiasAdd's pass). Empty:
-/// nothing to do.
+/// bias, then 0 where the value is below 0 (`relu`; a NaN or a -0 stays, as in
+/// _FusedMatMulBiasAdd's pass). Empty: nothing to do.
 template <class C>
 struct conv_epilogue {
   const C* bias = nullptr;  ///< k values, or null
