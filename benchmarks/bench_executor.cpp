@@ -6,6 +6,25 @@
 
 #include <benchmark/benchmark.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+// Every heap allocation of the process is counted (BM_one_node_step reports those of a step).
+namespace {
+std::atomic<std::int64_t> allocations{0};
+}  // namespace
+void* operator new(std::size_t n) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
 using namespace weft;
 
 static void run_graph(benchmark::State& state, const graph& g, const std::vector<endpoint>& fetches,
@@ -52,6 +71,26 @@ static void BM_chain_add(benchmark::State& state) {
   run_graph(state, g, {cur}, {}, n);
 }
 BENCHMARK(BM_chain_add)->Unit(benchmark::kMicrosecond);
+
+// A step's fixed cost: one scalar Add, the executable cached, on the calling thread alone
+// (Arg 0) or with the session's inter-op pool (Arg 1). What a GPU node's step adds to its
+// kernel's launch. allocs_per_step: the step's heap allocations (operator new), the
+// output's buffer and the fetched vector included.
+static void BM_one_node_step(benchmark::State& state) {
+  graph g;
+  const node& y = g.op("Add", {g.constant(tensor::scalar(1.0f)), g.constant(tensor::scalar(2.0f))});
+  session_options o;
+  o.constant_folding.max_bytes = 0;  // the Add runs every step
+  o.intra_op_threads = 1;
+  if (state.range(0) == 0) o.inter_op_threads = 0;
+  session s(g, o);
+  for (int i = 0; i < 100; ++i) s.run({}, {y});
+  const std::int64_t before = allocations.load();
+  for (auto _ : state) benchmark::DoNotOptimize(s.run({}, {y}));
+  state.counters["allocs_per_step"] =
+      static_cast<double>(allocations.load() - before) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_one_node_step)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 // One job of state.range(0) empty blocks on a pool of two threads (the caller and one
 // worker), job after job: the worker spins between them, as between a step's kernels. What

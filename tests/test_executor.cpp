@@ -1,7 +1,11 @@
 #include "support/helpers.hpp"
 
+#include <weft/core/inline_deque.hpp>
+
 #include <condition_variable>
+#include <deque>
 #include <map>
+#include <random>
 #include <thread>
 
 using namespace weft;
@@ -257,4 +261,45 @@ TEST_CASE("missing kernels are reported when the executable is built") {
   session s(g);
   test::require_error([&] { s.run({}, {b}); },
                       {"node 'ints' (TestFloatOnly): no CPU kernel registered T=int32 (registered for: T=float32)"});
+}
+
+TEST_CASE("inline_deque behaves as std::deque through growth past its inline room") {
+  // Random operations on both, the inline room (4) outgrown and the ring wrapped around.
+  inline_deque<int, 4> q;
+  std::deque<int> model;
+  std::mt19937 rng(7);
+  int next = 0;
+  for (int round = 0; round < 4000; ++round) {
+    switch (rng() % 7) {
+      case 0:
+      case 1: q.push_back(next), model.push_back(next), ++next; break;
+      case 2: q.push_front(next), model.push_front(next), ++next; break;
+      case 3: {
+        const std::size_t at = rng() % (model.size() + 1);
+        q.insert(at, next), model.insert(model.begin() + static_cast<std::ptrdiff_t>(at), next), ++next;
+        break;
+      }
+      case 4:
+        if (!model.empty()) q.pop_front(), model.pop_front();
+        break;
+      case 5:
+        if (!model.empty()) q.pop_back(), model.pop_back();
+        break;
+      default:
+        if (rng() % 50 == 0) q.clear(), model.clear();
+        break;
+    }
+    REQUIRE(q.size() == model.size());
+    REQUIRE(q.empty() == model.empty());
+    if (!model.empty()) {
+      REQUIRE(q.front() == model.front());
+      REQUIRE(q.back() == model.back());
+    }
+    REQUIRE(std::equal(q.begin(), q.end(), model.begin(), model.end()));
+  }
+  CHECK(next > 2000);
+  // Reverse iteration and index order agree with the model's.
+  const auto& cq = q;
+  CHECK(std::vector<int>(std::make_reverse_iterator(cq.end()), std::make_reverse_iterator(cq.begin())) ==
+        std::vector<int>(model.rbegin(), model.rend()));
 }

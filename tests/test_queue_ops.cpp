@@ -104,6 +104,38 @@ TEST_CASE("queue ops: a FIFO queue carries elements across steps, and a closed o
   CHECK(s.run({}, {f.closed})[0].scalar_value<bool>());
 }
 
+TEST_CASE("queue ops: a loop dequeues an element an iteration for 50000 iterations in one step", "[queue_ops]") {
+  // Each dequeue finds its element and completes inside its kernel's call: the nodes it
+  // makes ready join the queue of the executor's loop that started it (step::start_async).
+  constexpr std::int64_t n = 50000;
+  float_graph f;
+  auto& g = f.g;
+  const queue_spec spec = floats();
+  auto out = while_loop(
+      g, {i64(g, 0), g.constant(tensor::scalar(0.0f)), g.constant(tensor::scalar(-1.0f))},
+      [&](loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(i64(g, n))}).out(0); },
+      [&](loop_scope& s, const std::vector<output>& v) {
+        const output got = g.op("QueueDequeue", {s.invariant(f.q.handle())},
+                                {{"component_types", spec.component_types}, {"shapes", spec.shapes}},
+                                node_options("loop_dequeue").after({v[0].node}))
+                               .out(0);
+        return std::vector<output>{g.op("Add", {v[0], s.invariant(i64(g, 1))}).out(0), g.op("Add", {v[1], got}).out(0), got};
+      },
+      while_options{"drain", 1, -1});
+  std::vector<float> values(static_cast<std::size_t>(n));
+  double expected = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) expected += values[i] = static_cast<float>(i % 3);
+  for (const auto& o : {one_thread(), pooled()}) {
+    session s(g, o);
+    s.run({{f.values, vec(values)}}, {}, {f.enqueue});
+    const auto r = s.run({}, {out[0], out[1], out[2]});
+    CHECK(r[0].scalar_value<std::int64_t>() == n);
+    CHECK(r[1].scalar_value<float>() == static_cast<float>(expected));  // sums below 2^24: exact
+    CHECK(r[2].scalar_value<float>() == values.back());                  // in order: the last one last
+    CHECK(s.run({}, {f.size})[0].scalar_value<std::int32_t>() == 0);
+  }
+}
+
 TEST_CASE("queue ops: dequeue_many of 0 gives an empty batch, and an empty enqueue_many adds nothing", "[queue_ops]") {
   float_graph f;
   session s(f.g, one_thread());

@@ -12535,10 +12535,10 @@ class device_factory_registry {
 /// error with the node, op, dtypes and shapes.
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <exception>
 #include <map>
 #include <memory>
@@ -12550,6 +12550,147 @@ class device_factory_registry {
 #include <thread>
 #include <vector>
 
+/// @file
+/// A double-ended queue of trivially copyable values that keeps its first N in the object
+/// itself: a ring buffer that moves to the heap (doubling) only when it outgrows them. The
+/// executor's queues of ready nodes, made and dropped several times a step, allocate nothing
+/// for a step's usual handful of nodes, where a std::deque allocates its map and a block of
+/// 512 bytes when it is made.
+
+#include <bit>
+#include <cstddef>
+#include <iterator>
+#include <memory>
+#include <type_traits>
+
+namespace weft {
+
+namespace detail {
+/// A random-access position in a ring (Q: the ring, const or not), counted from its front.
+template <class Q, class T>
+class ring_iterator {
+ public:
+  using iterator_category = std::random_access_iterator_tag;
+  using value_type = std::remove_const_t<T>;
+  using difference_type = std::ptrdiff_t;
+  using reference = T&;
+  using pointer = T*;
+
+  ring_iterator() = default;
+  ring_iterator(Q* q, std::size_t i) : q_(q), i_(i) {}
+  reference operator*() const { return (*q_)[i_]; }
+  pointer operator->() const { return &(*q_)[i_]; }
+  reference operator[](difference_type d) const { return (*q_)[i_ + static_cast<std::size_t>(d)]; }
+  ring_iterator& operator++() { return ++i_, *this; }
+  ring_iterator operator++(int) { return {q_, i_++}; }
+  ring_iterator& operator--() { return --i_, *this; }
+  ring_iterator operator--(int) { return {q_, i_--}; }
+  ring_iterator& operator+=(difference_type d) { return i_ += static_cast<std::size_t>(d), *this; }
+  ring_iterator& operator-=(difference_type d) { return i_ -= static_cast<std::size_t>(d), *this; }
+  friend ring_iterator operator+(ring_iterator a, difference_type d) { return a += d; }
+  friend ring_iterator operator+(difference_type d, ring_iterator a) { return a += d; }
+  friend ring_iterator operator-(ring_iterator a, difference_type d) { return a -= d; }
+  friend difference_type operator-(const ring_iterator& a, const ring_iterator& b) {
+    return static_cast<difference_type>(a.i_) - static_cast<difference_type>(b.i_);
+  }
+  friend bool operator==(const ring_iterator& a, const ring_iterator& b) { return a.i_ == b.i_; }
+  friend auto operator<=>(const ring_iterator& a, const ring_iterator& b) { return a.i_ <=> b.i_; }
+
+ private:
+  Q* q_ = nullptr;
+  std::size_t i_ = 0;
+};
+}  // namespace detail
+
+/// A ring buffer of T (trivially copyable) with room for N (a power of two) inside the object.
+/// Neither copyable nor movable: it lives where it was made (a stack frame, a member).
+template <class T, std::size_t N>
+class inline_deque {
+  static_assert(std::is_trivially_copyable_v<T>, "inline_deque holds trivially copyable values");
+  static_assert(std::has_single_bit(N), "inline_deque's inline room is a power of two");
+
+ public:
+  using iterator = detail::ring_iterator<inline_deque, T>;                    ///< from the front
+  using const_iterator = detail::ring_iterator<const inline_deque, const T>;  ///< from the front
+
+  inline_deque() noexcept = default;
+  inline_deque(const inline_deque&) = delete;
+  inline_deque& operator=(const inline_deque&) = delete;
+  ~inline_deque() { release(); }
+
+  /// Whether it holds no value.
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  /// How many values it holds.
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// The i-th value from the front (i < size()).
+  T& operator[](std::size_t i) noexcept { return data_[(head_ + i) & (capacity_ - 1)]; }
+  /// The i-th value from the front (i < size()).
+  const T& operator[](std::size_t i) const noexcept { return data_[(head_ + i) & (capacity_ - 1)]; }
+  /// The first value (not empty()).
+  T& front() noexcept { return (*this)[0]; }
+  /// The last value (not empty()).
+  T& back() noexcept { return (*this)[size_ - 1]; }
+
+  /// Appends v (to the heap, twice the room, when the room is full).
+  void push_back(const T& v) {
+    if (size_ == capacity_) grow();
+    std::construct_at(data_ + ((head_ + size_) & (capacity_ - 1)), v);
+    ++size_;
+  }
+  /// Puts v before the first value.
+  void push_front(const T& v) {
+    if (size_ == capacity_) grow();
+    head_ = (head_ + capacity_ - 1) & (capacity_ - 1);
+    std::construct_at(data_ + head_, v);
+    ++size_;
+  }
+  /// Inserts v before the i-th value (i <= size()), moving the values after it back.
+  void insert(std::size_t i, const T& v) {
+    push_back(v);
+    for (std::size_t j = size_ - 1; j > i; --j) (*this)[j] = (*this)[j - 1];
+    (*this)[i] = v;
+  }
+  /// Drops the first value (not empty()).
+  void pop_front() noexcept {
+    head_ = (head_ + 1) & (capacity_ - 1);
+    --size_;
+  }
+  /// Drops the last value (not empty()).
+  void pop_back() noexcept { --size_; }
+  /// Empties the queue; memory taken from the heap stays for reuse.
+  void clear() noexcept { head_ = size_ = 0; }
+
+  /// The first position.
+  iterator begin() noexcept { return {this, 0}; }
+  /// Past the last position.
+  iterator end() noexcept { return {this, size_}; }
+  /// The first position.
+  const_iterator begin() const noexcept { return {this, 0}; }
+  /// Past the last position.
+  const_iterator end() const noexcept { return {this, size_}; }
+
+ private:
+  /// Twice the room on the heap, the values in order from its start.
+  void grow() {
+    const std::size_t capacity = capacity_ * 2;
+    T* data = std::allocator<T>{}.allocate(capacity);
+    for (std::size_t i = 0; i < size_; ++i) std::construct_at(data + i, (*this)[i]);
+    release();
+    data_ = data, capacity_ = capacity, head_ = 0;
+  }
+  void release() noexcept {
+    if (data_ != inline_data()) std::allocator<T>{}.deallocate(data_, capacity_);
+  }
+  T* inline_data() noexcept { return reinterpret_cast<T*>(storage_); }
+
+  alignas(T) std::byte storage_[N * sizeof(T)];
+  T* data_ = inline_data();
+  std::size_t capacity_ = N;
+  std::size_t head_ = 0;
+  std::size_t size_ = 0;
+};
+
+}  // namespace weft
 /// @file
 /// An executable: the pruned graph of one run signature, with a kernel per node and every
 /// node's loop frame, input slots and pending counts worked out; immutable and shared by
@@ -13730,7 +13871,7 @@ class step final : rendezvous::receiver {
       : x_(x), feeds_(std::move(feeds)), devices_(devices), resources_(resources), inter_op_(inter_op),
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
     root_frame_.info = &x.frames[0];
-    root_ = make_iteration(root_frame_, 0);
+    init_iteration(root_, root_frame_, 0);
     start_ = options.start == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : options.start;
     for (const device* d : devices_) separate_ = separate_ || d->separate_memory();
   }
@@ -13829,8 +13970,8 @@ class step final : rendezvous::receiver {
   void start() {
     if (x_.roots.empty()) return step_ended();
     outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
-    std::deque<tagged_node> ready;
-    for (int r : x_.roots) ready.push_back({.id = r, .iter = root_.get()});
+    node_queue ready;
+    for (int r : x_.roots) ready.push_back({.id = r, .iter = &root_});
     process(ready);
   }
   /// The calling thread works beside the inter-op pool: it runs the expensive nodes handed
@@ -13838,7 +13979,7 @@ class step final : rendezvous::receiver {
   /// spins up to 200 us before it sleeps (waking a sleeping thread costs 30 to 90 us, and a
   /// Recv's value from another device may come microseconds later).
   static void wait(handoff& h) {
-    std::deque<tagged_node> work;
+    node_queue work;
     for (;;) {
       if (h.spin) {  // up to 200 us, as the intra-op pool's workers do between kernels
         const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
@@ -13854,7 +13995,7 @@ class step final : rendezvous::receiver {
       h.queue.pop_front();
       if (h.queue.empty()) h.signalled.store(false, std::memory_order_relaxed);
       lock.unlock();
-      work.push_back(tn);  // one deque for the whole wait: no allocation a node
+      work.push_back(tn);
       owner->process(work);
     }
   }
@@ -13866,14 +14007,46 @@ class step final : rendezvous::receiver {
     frame_state* frame = nullptr;
     std::int64_t number = 0;
     std::vector<entry> slots;
-    std::unique_ptr<std::atomic<int>[]> pending;
-    std::unique_ptr<std::atomic<bool>[]> dead_control;
-    std::unique_ptr<std::atomic<int>[]> merge_live;  ///< the live input a Merge took (-1: none yet)
-    std::unique_ptr<std::atomic<int>[]> merge_dead;  ///< dead data inputs a Merge got
-    std::unique_ptr<std::atomic<bool>[]> merge_fired;
+    /// Per node of the frame (by exec_node::local), together: one allocation an iteration.
+    struct node_state {
+      std::atomic<int> pending;          ///< inputs and control inputs yet to come
+      std::atomic<int> merge_live;       ///< the live input a Merge took (-1: none yet)
+      std::atomic<int> merge_dead;       ///< dead data inputs a Merge got
+      std::atomic<bool> dead_control;    ///< a dead control input came
+      std::atomic<bool> merge_fired;     ///< a Merge was made ready (once)
+    };
+    std::unique_ptr<node_state[]> nodes;
     std::atomic<int> outstanding{0};  ///< nodes ready or running (frames other than the root)
     int child_frames = 0;             ///< frame instances started here and not yet ended
     std::vector<frame_state*> children;
+  };
+  /// A frame's iterations in flight, oldest first; it owns them (a retired one is freed at once).
+  class iteration_ring {
+   public:
+    iteration_ring() = default;
+    iteration_ring(const iteration_ring&) = delete;
+    iteration_ring& operator=(const iteration_ring&) = delete;
+    ~iteration_ring() {
+      while (!empty()) pop_front();
+    }
+    bool empty() const { return q_.empty(); }
+    std::size_t size() const { return q_.size(); }
+    iteration_state* operator[](std::size_t i) const { return q_[i]; }
+    iteration_state* front() const { return q_[0]; }
+    iteration_state* back() const { return q_[q_.size() - 1]; }
+    void push_back(std::unique_ptr<iteration_state> it) {
+      q_.push_back(it.get());
+      it.release();
+    }
+    void pop_front() {
+      delete q_[0];
+      q_.pop_front();
+    }
+    auto begin() const { return q_.begin(); }
+    auto end() const { return q_.end(); }
+
+   private:
+    inline_deque<iteration_state*, 4> q_;
   };
   /// One run of a loop: its iterations in flight, oldest first. Frame instances live until
   /// the step ends (a retired iteration's memory is freed at once).
@@ -13882,7 +14055,7 @@ class step final : rendezvous::receiver {
     int id = 0;
     iteration_state* parent_iteration = nullptr;
     std::mutex mutex;
-    std::deque<std::unique_ptr<iteration_state>> iterations;
+    iteration_ring iterations;
     std::int64_t first = 0;   ///< iterations[0]'s number
     int pending_enters = 0;   ///< Enter nodes that have not delivered yet
     bool ended = false;
@@ -13897,7 +14070,10 @@ class step final : rendezvous::receiver {
     bool kept = false;     ///< an other node kept on the thread that made it ready (place())
     iteration_state* iter;
   };
-  using ready_list = std::vector<tagged_node>;
+  /// Nodes made ready by one node, and the nodes one thread is to run: in the object for the
+  /// usual few (a std::deque allocates when it is made, a vector when it is first pushed to).
+  using ready_list = inline_deque<tagged_node, 16>;
+  using node_queue = inline_deque<tagged_node, 32>;
   struct recv_wait {  // a Recv waiting for its value
     tagged_node tn;   ///< marked arrived
     std::int64_t t0 = 0;
@@ -13906,32 +14082,48 @@ class step final : rendezvous::receiver {
 
   std::unique_ptr<iteration_state> make_iteration(frame_state& f, std::int64_t number) {
     auto it = std::make_unique<iteration_state>();
+    init_iteration(*it, f, number);
+    return it;
+  }
+  static void init_iteration(iteration_state& it, frame_state& f, std::int64_t number) {
     const frame_info& info = *f.info;
     const auto n = static_cast<std::size_t>(info.num_nodes);
-    it->frame = &f;
-    it->number = number;
-    it->slots.resize(static_cast<std::size_t>(info.num_slots));
-    it->pending = std::make_unique<std::atomic<int>[]>(n);
-    it->dead_control = std::make_unique<std::atomic<bool>[]>(n);
+    it.frame = &f;
+    it.number = number;
+    it.slots.resize(static_cast<std::size_t>(info.num_slots));
+    it.nodes = std::make_unique_for_overwrite<iteration_state::node_state[]>(n);
     for (std::size_t i = 0; i < n; ++i) {
-      it->pending[i].store(info.initial_pending[i], std::memory_order_relaxed);
-      it->dead_control[i].store(false, std::memory_order_relaxed);
+      auto& s = it.nodes[i];
+      s.pending.store(info.initial_pending[i], std::memory_order_relaxed);
+      s.merge_live.store(-1, std::memory_order_relaxed);
+      s.merge_dead.store(0, std::memory_order_relaxed);
+      s.dead_control.store(false, std::memory_order_relaxed);
+      s.merge_fired.store(false, std::memory_order_relaxed);
     }
-    it->merge_live = std::make_unique<std::atomic<int>[]>(n);
-    it->merge_dead = std::make_unique<std::atomic<int>[]>(n);
-    it->merge_fired = std::make_unique<std::atomic<bool>[]>(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      it->merge_live[i].store(-1, std::memory_order_relaxed);
-      it->merge_dead[i].store(0, std::memory_order_relaxed);
-      it->merge_fired[i].store(false, std::memory_order_relaxed);
-    }
-    return it;
   }
   bool in_root(const iteration_state* it) const { return it->frame == &root_frame_; }
 
+  /// A node's outputs while it runs: in the object for up to four (most ops), else on the heap.
+  class output_buffer {
+   public:
+    /// n empty entries.
+    std::span<entry> take(std::size_t n) {
+      if (n > small_.size()) {
+        large_.assign(n, entry{});
+        return large_;
+      }
+      for (std::size_t i = 0; i < n; ++i) small_[i] = entry{};  // a failed kernel may have left values
+      return {small_.data(), n};
+    }
+
+   private:
+    std::array<entry, 4> small_{};
+    std::vector<entry> large_;
+  };
+
   /// Runs the nodes of inline_ready and those they make ready here, until it is empty.
-  void process(std::deque<tagged_node>& inline_ready) {
-    std::vector<entry> outputs;
+  void process(node_queue& inline_ready) {
+    output_buffer buffer;
     ready_list ready;
     while (!inline_ready.empty()) {
       tagged_node tn = inline_ready.front();
@@ -13943,8 +14135,8 @@ class step final : rendezvous::receiver {
         continue;
       }
       std::span<entry> inputs(tn.iter->slots.data() + xn.input_start, static_cast<std::size_t>(xn.num_inputs));
-      outputs.assign(static_cast<std::size_t>(xn.num_outputs), entry{});
-      bool dead = tn.iter->dead_control[static_cast<std::size_t>(xn.local)].load(std::memory_order_relaxed);
+      const std::span<entry> outputs = buffer.take(static_cast<std::size_t>(xn.num_outputs));
+      bool dead = tn.iter->nodes[static_cast<std::size_t>(xn.local)].dead_control.load(std::memory_order_relaxed);
       if (xn.kind != flow::merge)
         for (std::size_t i = 0; i < (xn.runs_on_dead_value ? 1 : inputs.size()); ++i) dead = dead || inputs[i].dead;
       if (xn.transfer >= 0) {  // a dead value crosses too
@@ -13966,7 +14158,7 @@ class step final : rendezvous::receiver {
         }
       } else {
         if (xn.kernel->is_async()) {
-          start_async(tn, xn, inputs);
+          start_async(tn, xn, inputs, inline_ready);
           continue;
         }
         auto t0 = options_.trace ? now_ns() : 0;
@@ -14000,7 +14192,7 @@ class step final : rendezvous::receiver {
 
   /// Switch, Merge, Enter, Exit, NextIteration and LoopCond on live inputs (a Merge also on
   /// dead ones).
-  void run_control_flow(tagged_node tn, const exec_node& xn, std::span<entry> inputs, std::vector<entry>& outputs) {
+  void run_control_flow(tagged_node tn, const exec_node& xn, std::span<entry> inputs, std::span<entry> outputs) {
     switch (xn.kind) {
       case flow::switch_: {
         // A predicate in a device's memory is copied out (a wait for that device).
@@ -14016,7 +14208,7 @@ class step final : rendezvous::receiver {
         break;
       }
       case flow::merge: {
-        const int live = tn.iter->merge_live[static_cast<std::size_t>(xn.local)].load(std::memory_order_acquire);
+        const int live = tn.iter->nodes[static_cast<std::size_t>(xn.local)].merge_live.load(std::memory_order_acquire);
         if (live < 0) {
           outputs[0].dead = outputs[1].dead = true;
         } else {
@@ -14040,13 +14232,18 @@ class step final : rendezvous::receiver {
     }
   }
 
-  void start_async(tagged_node tn, const exec_node& xn, std::span<entry> inputs) {
+  /// An async kernel: its done callback hands on what it made ready. Done within
+  /// compute_async (a queue that had the element), they join `inline_ready`, the queue of the
+  /// process() loop that started it, rather than a nested process(): a loop of such nodes
+  /// would otherwise nest one call an iteration.
+  void start_async(tagged_node tn, const exec_node& xn, std::span<entry> inputs, node_queue& inline_ready) {
     struct async_state {
       std::vector<entry> outputs;
       std::unique_ptr<kernel_context> ctx;
       std::int64_t t0;
       std::thread::id caller = std::this_thread::get_id();
-      int caller_index = 0;  // the tracing thread index of the caller
+      int caller_index = 0;                 // the tracing thread index of the caller
+      node_queue* starting_queue = nullptr;  // while compute_async runs: the caller's queue (read on its thread only)
     };
     auto state = std::make_shared<async_state>();
     state->outputs.resize(static_cast<std::size_t>(xn.num_outputs));
@@ -14062,6 +14259,7 @@ class step final : rendezvous::receiver {
     }
     state->ctx = std::make_unique<kernel_context>(*xn.def, inputs, state->outputs, device_of(xn), resources_,
                                                   cancellation_, options_.step_id, &store_);
+    state->starting_queue = &inline_ready;
     xn.kernel->compute_async(*state->ctx, [this, tn, &xn, state, inputs] {
       if (auto e = state->ctx->error()) {
         fail_node(xn, inputs, e);
@@ -14081,20 +14279,23 @@ class step final : rendezvous::receiver {
         // of the step that fed it (two steps of a pipeline would then run one after the other).
         outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);  // before any can run
         for (const tagged_node& r : ready) hand_off(r);
+      } else if (state->starting_queue) {
+        schedule(ready, *state->starting_queue);
       } else {
-        std::deque<tagged_node> inline_ready;
+        node_queue inline_ready;
         schedule(ready, inline_ready);
         if (!inline_ready.empty()) process(inline_ready);
       }
       node_done(1);
     });
+    state->starting_queue = nullptr;  // (state, not the step: the step may have ended)
   }
 
   /// A Send or Recv in process(): true when a Recv has its value in `outputs`, to go on as
   /// any node that ran; false when the node is done with here (a Send, a control edge's
   /// token, or a Recv that waits). Out of line: the path of a node with no transfer stays short.
   [[gnu::noinline]] bool transfer(tagged_node tn, const exec_node& xn, std::span<entry> inputs, bool dead,
-                                  std::vector<entry>& outputs, ready_list& ready, std::deque<tagged_node>& inline_ready) {
+                                  std::span<entry> outputs, ready_list& ready, node_queue& inline_ready) {
     const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
     auto done = [&] {
       finish(tn, ready);  // a Send or Recv inside a loop ends its iteration's part
@@ -14166,7 +14367,7 @@ class step final : rendezvous::receiver {
     hand_off(w->tn);  // to the Recv's device's thread
   }
   /// A Recv's value, taken: its output, or for a control edge whether its token is dead.
-  void arrived(tagged_node tn, const exec_node& xn, const transfer_info& t, std::vector<entry>& outputs, bool& dead_token) {
+  void arrived(tagged_node tn, const exec_node& xn, const transfer_info& t, std::span<entry> outputs, bool& dead_token) {
     recv_wait& w = *wait_of(tn, xn, false).first;
     entry v = std::move(w.value);
     w.value = entry{};
@@ -14254,18 +14455,18 @@ class step final : rendezvous::receiver {
     const auto local = static_cast<std::size_t>(e.dst_local);
     if (!e.to_merge) {
       it->slots[static_cast<std::size_t>(e.dst_slot)] = v;
-      if (it->pending[local].fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(it, e.dst, ready);
+      if (it->nodes[local].pending.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(it, e.dst, ready);
       return;
     }
     const exec_node& dst = x_.nodes[static_cast<std::size_t>(e.dst)];
     if (v.dead) {
-      it->merge_dead[local].fetch_add(1, std::memory_order_seq_cst);
+      it->nodes[local].merge_dead.fetch_add(1, std::memory_order_seq_cst);
     } else {
       int none = -1;
       // The first live input wins; its value is written before it is published.
-      if (it->merge_live[local].load(std::memory_order_acquire) >= 0) return;
+      if (it->nodes[local].merge_live.load(std::memory_order_acquire) >= 0) return;
       it->slots[static_cast<std::size_t>(e.dst_slot)] = v;
-      if (!it->merge_live[local].compare_exchange_strong(none, e.dst_slot - dst.input_start, std::memory_order_seq_cst)) {
+      if (!it->nodes[local].merge_live.compare_exchange_strong(none, e.dst_slot - dst.input_start, std::memory_order_seq_cst)) {
         it->slots[static_cast<std::size_t>(e.dst_slot)] = entry{};
         return;
       }
@@ -14277,17 +14478,17 @@ class step final : rendezvous::receiver {
   void fire_merge_if_ready(iteration_state* it, int id, ready_list& ready) {
     const exec_node& m = x_.nodes[static_cast<std::size_t>(id)];
     const auto local = static_cast<std::size_t>(m.local);
-    if (it->pending[local].load(std::memory_order_seq_cst) != 0) return;
-    if (it->merge_live[local].load(std::memory_order_seq_cst) < 0 &&
-        it->merge_dead[local].load(std::memory_order_seq_cst) < m.forward_inputs)
+    if (it->nodes[local].pending.load(std::memory_order_seq_cst) != 0) return;
+    if (it->nodes[local].merge_live.load(std::memory_order_seq_cst) < 0 &&
+        it->nodes[local].merge_dead.load(std::memory_order_seq_cst) < m.forward_inputs)
       return;
-    if (it->merge_fired[local].exchange(true, std::memory_order_acq_rel)) return;
+    if (it->nodes[local].merge_fired.exchange(true, std::memory_order_acq_rel)) return;
     make_ready(it, id, ready);
   }
 
   /// Outputs of a finished node to their consumers: in the same iteration, or for Enter,
   /// Exit and NextIteration into the child frame, the parent frame or the next iteration.
-  void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready) {
+  void propagate(tagged_node tn, const exec_node& xn, std::span<entry> outputs, ready_list& ready) {
     iteration_state* it = tn.iter;
     if (!xn.fetches.empty() && xn.kind != flow::exit)  // an Exit's value is fetched when it leaves the loop
       for (std::size_t port = 0; port < outputs.size(); ++port) fetch(xn, static_cast<int>(port), outputs[port]);
@@ -14327,8 +14528,8 @@ class step final : rendezvous::receiver {
     for (int c : xn.control_out) {
       const exec_node& dst = x_.nodes[static_cast<std::size_t>(c)];
       const auto local = static_cast<std::size_t>(dst.local);
-      if (dead) it->dead_control[local].store(true, std::memory_order_relaxed);
-      if (it->pending[local].fetch_sub(1, std::memory_order_seq_cst) != 1) continue;
+      if (dead) it->nodes[local].dead_control.store(true, std::memory_order_relaxed);
+      if (it->nodes[local].pending.fetch_sub(1, std::memory_order_seq_cst) != 1) continue;
       if (dst.kind == flow::merge) fire_merge_if_ready(it, c, ready);
       else make_ready(it, c, ready);
     }
@@ -14362,10 +14563,10 @@ class step final : rendezvous::receiver {
       std::lock_guard lock(child->mutex);
       if (xn.is_constant) {
         child->invariants.emplace_back(static_cast<int>(&xn - x_.nodes.data()), v);
-        for (auto& iter : child->iterations)
-          for (const auto& e : xn.out_edges) deliver(iter.get(), e, v, ready);
+        for (iteration_state* iter : child->iterations)
+          for (const auto& e : xn.out_edges) deliver(iter, e, v, ready);
       } else {
-        for (const auto& e : xn.out_edges) deliver(child->iterations.front().get(), e, v, ready);
+        for (const auto& e : xn.out_edges) deliver(child->iterations.front(), e, v, ready);
       }
       --child->pending_enters;
     }
@@ -14401,7 +14602,7 @@ class step final : rendezvous::receiver {
     std::lock_guard lock(f->mutex);
     const auto index = static_cast<std::size_t>(it->number + 1 - f->first);
     if (index < f->iterations.size()) {
-      for (const auto& e : xn.out_edges) deliver(f->iterations[index].get(), e, v, ready);
+      for (const auto& e : xn.out_edges) deliver(f->iterations[index], e, v, ready);
     } else if (static_cast<std::int64_t>(f->iterations.size()) < f->info->parallel_iterations) {
       iteration_state* next = start_iteration(*f, ready);
       for (const auto& e : xn.out_edges) deliver(next, e, v, ready);
@@ -14413,7 +14614,7 @@ class step final : rendezvous::receiver {
   /// A new newest iteration of f, given the loop invariants (f's mutex held).
   iteration_state* start_iteration(frame_state& f, ready_list& ready) {
     f.iterations.push_back(make_iteration(f, f.first + static_cast<std::int64_t>(f.iterations.size())));
-    iteration_state* next = f.iterations.back().get();
+    iteration_state* next = f.iterations.back();
     for (const auto& [enter, value] : f.invariants)
       for (const auto& e : x_.nodes[static_cast<std::size_t>(enter)].out_edges) deliver(next, e, value, ready);
     return next;
@@ -14508,7 +14709,7 @@ class step final : rendezvous::receiver {
   }
   /// A large node has finished: the next waiting one runs on this thread, or the turn is free.
   /// Before the node's node_done (the waiting nodes keep the step alive).
-  [[gnu::noinline]] void pass_large_turn(std::deque<tagged_node>& inline_ready) {
+  [[gnu::noinline]] void pass_large_turn(node_queue& inline_ready) {
     std::lock_guard lock(large_mutex_);
     if (large_waiting_.empty()) {
       large_running_ = false;
@@ -14518,7 +14719,7 @@ class step final : rendezvous::receiver {
     large_waiting_.pop_front();
   }
 
-  void schedule(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
+  void schedule(const ready_list& ready, node_queue& inline_ready) {
     if (ready.empty()) return;
     outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);
     enqueue(ready, inline_ready);
@@ -14527,12 +14728,12 @@ class step final : rendezvous::receiver {
   /// operation at most: its count in outstanding_ passes to one of them (none for a node of a
   /// chain). It is added before any of them can run elsewhere, and subtracted only when it
   /// made none ready, so the count cannot reach zero while one of them is to run.
-  void schedule_after(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
+  void schedule_after(const ready_list& ready, node_queue& inline_ready) {
     if (ready.empty()) return node_done(1);
     if (ready.size() > 1) outstanding_.fetch_add(static_cast<int>(ready.size()) - 1, std::memory_order_relaxed);
     enqueue(ready, inline_ready);
   }
-  void enqueue(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
+  void enqueue(const ready_list& ready, node_queue& inline_ready) {
     if (!inter_op_) {
       if (!group_)
         for (const tagged_node& tn : ready) inline_ready.push_back(tn);
@@ -14547,12 +14748,12 @@ class step final : rendezvous::receiver {
   /// whose result another device waits for does not wait behind every node that was ready
   /// before it (breadth first, a device would send its first result after all of them).
   /// A Send goes first (partitioning numbers Sends after every other node).
-  void run_here(tagged_node tn, std::deque<tagged_node>& inline_ready) const {
+  void run_here(tagged_node tn, node_queue& inline_ready) const {
     if (!group_) return inline_ready.push_back(tn);
     const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
     if (xn.transfer >= 0 && x_.transfers[static_cast<std::size_t>(xn.transfer)].send) return inline_ready.push_front(tn);
-    auto at = inline_ready.end();
-    while (at != inline_ready.begin() && std::prev(at)->id > tn.id) --at;
+    std::size_t at = inline_ready.size();
+    while (at != 0 && inline_ready[at - 1].id > tn.id) --at;
     inline_ready.insert(at, tn);
   }
 
@@ -14562,7 +14763,7 @@ class step final : rendezvous::receiver {
   /// chain, whose inputs this core's caches hold (LeNet's backward pass ran 6 % slower on
   /// two threads when its first node came ready beside a cheap one and went to the inter-op
   /// thread: docs/benchmarks.md, session 67). The others go to the inter-op pool.
-  [[gnu::noinline]] void place(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
+  [[gnu::noinline]] void place(const ready_list& ready, node_queue& inline_ready) {
     // Control flow queued here leads to more work (a loop's next iteration), which the
     // kept node would hold up: parallel iterations run at once only when it goes.
     auto work_ahead = [&](const tagged_node& q) {
@@ -14598,7 +14799,7 @@ class step final : rendezvous::receiver {
   void hand_off(tagged_node tn) {
     {
       std::lock_guard lock(handoff_->mutex);
-      handoff_->queue.emplace_back(this, tn);
+      handoff_->queue.push_back({this, tn});
       handoff_->signalled.store(true, std::memory_order_release);
     }
     handoff_->cv.notify_one();
@@ -14609,7 +14810,8 @@ class step final : rendezvous::receiver {
       auto [owner, taken] = h->queue.front();
       h->queue.pop_front();
       lock.unlock();
-      std::deque<tagged_node> work{taken};
+      node_queue work;
+      work.push_back(taken);
       owner->process(work);
     });
   }
@@ -14691,7 +14893,7 @@ class step final : rendezvous::receiver {
   bool separate_ = false;  ///< whether any device has memory of its own (only then are values copied)
   std::vector<tensor> results_;
   frame_state root_frame_;
-  std::unique_ptr<iteration_state> root_;
+  iteration_state root_;
   std::mutex frames_mutex_;
   std::vector<std::unique_ptr<frame_state>> frames_;  ///< every loop frame instance of the step
   cancellation_manager cancellation_;
@@ -14703,7 +14905,12 @@ class step final : rendezvous::receiver {
   struct handoff {
     std::mutex mutex;
     std::condition_variable cv;  ///< the calling thread waits for a node or the step's end
-    std::deque<std::pair<step*, tagged_node>> queue;
+    /// A node handed off, and its step.
+    struct handed {
+      step* owner;     ///< the node's step
+      tagged_node tn;  ///< the node
+    };
+    inline_deque<handed, 16> queue;
     int live = 1;
     bool done = false;
     bool spin = false;                   ///< wait() spins a little first (a partition's thread)
@@ -14718,7 +14925,7 @@ class step final : rendezvous::receiver {
   std::map<std::pair<int, std::int64_t>, int> loop_wait_index_;  ///< (transfer, iteration) -> its index
   std::mutex large_mutex_;
   bool large_running_ = false;                ///< a large node holds the turn
-  std::deque<tagged_node> large_waiting_;     ///< large nodes ready while it runs
+  node_queue large_waiting_;     ///< large nodes ready while it runs
   std::chrono::steady_clock::time_point start_;
   std::mutex trace_mutex_;
   step_stats stats_;
@@ -15846,7 +16053,7 @@ class session {
   passes::constant_folding_options folding_;
   bool cse_;
   bool fuse_matmul_;
-  std::map<signature, std::shared_ptr<const executable>> cache_;
+  std::map<signature, std::shared_ptr<const executable>, std::less<>> cache_;  ///< looked up without a copy of the key
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
   std::once_flag timer_started_;
@@ -15911,14 +16118,14 @@ WEFT_DETAIL_RUNTIME_INLINE std::shared_ptr<const executable> session::prepare(co
   for (const auto& e : fetches) fetched.push_back(e.resolve(*g));
   for (const auto& e : targets) target_ids.push_back(e.resolve_node(*g));
 
-  signature key{fed, fetched, target_ids};
   {
     std::lock_guard lock(mutex_);
-    if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return it->second;
+    if (auto it = cache_.find(std::tie(fed, fetched, target_ids)); it != cache_.end() && it->second->source == g)
+      return it->second;
   }
   auto x = build(g, fed, fetched, target_ids, fed_shapes);
   std::lock_guard lock(mutex_);
-  if (graph_ == g) cache_[key] = x;
+  if (graph_ == g) cache_[signature{fed, fetched, target_ids}] = x;
   return x;
 }
 
@@ -15928,34 +16135,40 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> session::execute(const executable
   stop_hooks hooks;
   arm(hooks, options);
   const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now(), copy_transfers_};
-  std::vector<std::unique_ptr<step>> steps;
-  if (x.partitions.empty()) steps.push_back(std::make_unique<step>(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o));
-  for (const auto& part : x.partitions)
-    steps.push_back(std::make_unique<step>(*part, feed_values, device_ptrs_, *resources_, inter_op, o));
-  auto stats = [&] {
+  auto stats = [metadata](std::span<step* const> steps) {
     if (!metadata) return;
     metadata->stats = steps.front()->take_stats();
     for (std::size_t i = 1; i < steps.size(); ++i)
       for (auto& n : steps[i]->take_stats().nodes) metadata->stats.nodes.push_back(std::move(n));
   };
   std::vector<tensor> results;
-  try {
-    if (steps.size() == 1) {
-      results = steps.front()->run(hooks.stopper.get());
-    } else {
-      std::vector<step*> all;
-      std::vector<Eigen::ThreadPoolInterface*> drivers;
-      for (std::size_t i = 0; i < steps.size(); ++i) {
-        all.push_back(steps[i].get());
-        drivers.push_back(i ? device_threads_[static_cast<std::size_t>(x.partitions[i]->device)].get() : nullptr);
-      }
-      results = step::run_partitions(all, drivers, hooks.stopper.get());
+  if (x.partitions.empty()) {  // one device: the step lives here (nothing allocated for it)
+    step one(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o);
+    step* const steps[] = {&one};
+    try {
+      results = one.run(hooks.stopper.get());
+    } catch (...) {
+      stats(steps);
+      throw;
     }
+    stats(steps);
+    return results;
+  }
+  std::vector<std::unique_ptr<step>> parts;
+  std::vector<step*> steps;
+  std::vector<Eigen::ThreadPoolInterface*> drivers;
+  for (const auto& part : x.partitions) {
+    parts.push_back(std::make_unique<step>(*part, feed_values, device_ptrs_, *resources_, inter_op, o));
+    steps.push_back(parts.back().get());
+    drivers.push_back(drivers.empty() ? nullptr : device_threads_[static_cast<std::size_t>(part->device)].get());
+  }
+  try {
+    results = step::run_partitions(steps, drivers, hooks.stopper.get());
   } catch (...) {
-    stats();
+    stats(steps);
     throw;
   }
-  stats();
+  stats(steps);
   return results;
 }
 #endif

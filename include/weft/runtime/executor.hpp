@@ -25,10 +25,10 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <exception>
 #include <map>
 #include <memory>
@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include <weft/core/inline_deque.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/runtime/executable.hpp>
 #include <weft/runtime/kernel.hpp>
@@ -120,7 +121,7 @@ class step final : rendezvous::receiver {
       : x_(x), feeds_(std::move(feeds)), devices_(devices), resources_(resources), inter_op_(inter_op),
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
     root_frame_.info = &x.frames[0];
-    root_ = make_iteration(root_frame_, 0);
+    init_iteration(root_, root_frame_, 0);
     start_ = options.start == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : options.start;
     for (const device* d : devices_) separate_ = separate_ || d->separate_memory();
   }
@@ -219,8 +220,8 @@ class step final : rendezvous::receiver {
   void start() {
     if (x_.roots.empty()) return step_ended();
     outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
-    std::deque<tagged_node> ready;
-    for (int r : x_.roots) ready.push_back({.id = r, .iter = root_.get()});
+    node_queue ready;
+    for (int r : x_.roots) ready.push_back({.id = r, .iter = &root_});
     process(ready);
   }
   /// The calling thread works beside the inter-op pool: it runs the expensive nodes handed
@@ -228,7 +229,7 @@ class step final : rendezvous::receiver {
   /// spins up to 200 us before it sleeps (waking a sleeping thread costs 30 to 90 us, and a
   /// Recv's value from another device may come microseconds later).
   static void wait(handoff& h) {
-    std::deque<tagged_node> work;
+    node_queue work;
     for (;;) {
       if (h.spin) {  // up to 200 us, as the intra-op pool's workers do between kernels
         const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
@@ -244,7 +245,7 @@ class step final : rendezvous::receiver {
       h.queue.pop_front();
       if (h.queue.empty()) h.signalled.store(false, std::memory_order_relaxed);
       lock.unlock();
-      work.push_back(tn);  // one deque for the whole wait: no allocation a node
+      work.push_back(tn);
       owner->process(work);
     }
   }
@@ -256,14 +257,46 @@ class step final : rendezvous::receiver {
     frame_state* frame = nullptr;
     std::int64_t number = 0;
     std::vector<entry> slots;
-    std::unique_ptr<std::atomic<int>[]> pending;
-    std::unique_ptr<std::atomic<bool>[]> dead_control;
-    std::unique_ptr<std::atomic<int>[]> merge_live;  ///< the live input a Merge took (-1: none yet)
-    std::unique_ptr<std::atomic<int>[]> merge_dead;  ///< dead data inputs a Merge got
-    std::unique_ptr<std::atomic<bool>[]> merge_fired;
+    /// Per node of the frame (by exec_node::local), together: one allocation an iteration.
+    struct node_state {
+      std::atomic<int> pending;          ///< inputs and control inputs yet to come
+      std::atomic<int> merge_live;       ///< the live input a Merge took (-1: none yet)
+      std::atomic<int> merge_dead;       ///< dead data inputs a Merge got
+      std::atomic<bool> dead_control;    ///< a dead control input came
+      std::atomic<bool> merge_fired;     ///< a Merge was made ready (once)
+    };
+    std::unique_ptr<node_state[]> nodes;
     std::atomic<int> outstanding{0};  ///< nodes ready or running (frames other than the root)
     int child_frames = 0;             ///< frame instances started here and not yet ended
     std::vector<frame_state*> children;
+  };
+  /// A frame's iterations in flight, oldest first; it owns them (a retired one is freed at once).
+  class iteration_ring {
+   public:
+    iteration_ring() = default;
+    iteration_ring(const iteration_ring&) = delete;
+    iteration_ring& operator=(const iteration_ring&) = delete;
+    ~iteration_ring() {
+      while (!empty()) pop_front();
+    }
+    bool empty() const { return q_.empty(); }
+    std::size_t size() const { return q_.size(); }
+    iteration_state* operator[](std::size_t i) const { return q_[i]; }
+    iteration_state* front() const { return q_[0]; }
+    iteration_state* back() const { return q_[q_.size() - 1]; }
+    void push_back(std::unique_ptr<iteration_state> it) {
+      q_.push_back(it.get());
+      it.release();
+    }
+    void pop_front() {
+      delete q_[0];
+      q_.pop_front();
+    }
+    auto begin() const { return q_.begin(); }
+    auto end() const { return q_.end(); }
+
+   private:
+    inline_deque<iteration_state*, 4> q_;
   };
   /// One run of a loop: its iterations in flight, oldest first. Frame instances live until
   /// the step ends (a retired iteration's memory is freed at once).
@@ -272,7 +305,7 @@ class step final : rendezvous::receiver {
     int id = 0;
     iteration_state* parent_iteration = nullptr;
     std::mutex mutex;
-    std::deque<std::unique_ptr<iteration_state>> iterations;
+    iteration_ring iterations;
     std::int64_t first = 0;   ///< iterations[0]'s number
     int pending_enters = 0;   ///< Enter nodes that have not delivered yet
     bool ended = false;
@@ -287,7 +320,10 @@ class step final : rendezvous::receiver {
     bool kept = false;     ///< an other node kept on the thread that made it ready (place())
     iteration_state* iter;
   };
-  using ready_list = std::vector<tagged_node>;
+  /// Nodes made ready by one node, and the nodes one thread is to run: in the object for the
+  /// usual few (a std::deque allocates when it is made, a vector when it is first pushed to).
+  using ready_list = inline_deque<tagged_node, 16>;
+  using node_queue = inline_deque<tagged_node, 32>;
   struct recv_wait {  // a Recv waiting for its value
     tagged_node tn;   ///< marked arrived
     std::int64_t t0 = 0;
@@ -296,32 +332,48 @@ class step final : rendezvous::receiver {
 
   std::unique_ptr<iteration_state> make_iteration(frame_state& f, std::int64_t number) {
     auto it = std::make_unique<iteration_state>();
+    init_iteration(*it, f, number);
+    return it;
+  }
+  static void init_iteration(iteration_state& it, frame_state& f, std::int64_t number) {
     const frame_info& info = *f.info;
     const auto n = static_cast<std::size_t>(info.num_nodes);
-    it->frame = &f;
-    it->number = number;
-    it->slots.resize(static_cast<std::size_t>(info.num_slots));
-    it->pending = std::make_unique<std::atomic<int>[]>(n);
-    it->dead_control = std::make_unique<std::atomic<bool>[]>(n);
+    it.frame = &f;
+    it.number = number;
+    it.slots.resize(static_cast<std::size_t>(info.num_slots));
+    it.nodes = std::make_unique_for_overwrite<iteration_state::node_state[]>(n);
     for (std::size_t i = 0; i < n; ++i) {
-      it->pending[i].store(info.initial_pending[i], std::memory_order_relaxed);
-      it->dead_control[i].store(false, std::memory_order_relaxed);
+      auto& s = it.nodes[i];
+      s.pending.store(info.initial_pending[i], std::memory_order_relaxed);
+      s.merge_live.store(-1, std::memory_order_relaxed);
+      s.merge_dead.store(0, std::memory_order_relaxed);
+      s.dead_control.store(false, std::memory_order_relaxed);
+      s.merge_fired.store(false, std::memory_order_relaxed);
     }
-    it->merge_live = std::make_unique<std::atomic<int>[]>(n);
-    it->merge_dead = std::make_unique<std::atomic<int>[]>(n);
-    it->merge_fired = std::make_unique<std::atomic<bool>[]>(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      it->merge_live[i].store(-1, std::memory_order_relaxed);
-      it->merge_dead[i].store(0, std::memory_order_relaxed);
-      it->merge_fired[i].store(false, std::memory_order_relaxed);
-    }
-    return it;
   }
   bool in_root(const iteration_state* it) const { return it->frame == &root_frame_; }
 
+  /// A node's outputs while it runs: in the object for up to four (most ops), else on the heap.
+  class output_buffer {
+   public:
+    /// n empty entries.
+    std::span<entry> take(std::size_t n) {
+      if (n > small_.size()) {
+        large_.assign(n, entry{});
+        return large_;
+      }
+      for (std::size_t i = 0; i < n; ++i) small_[i] = entry{};  // a failed kernel may have left values
+      return {small_.data(), n};
+    }
+
+   private:
+    std::array<entry, 4> small_{};
+    std::vector<entry> large_;
+  };
+
   /// Runs the nodes of inline_ready and those they make ready here, until it is empty.
-  void process(std::deque<tagged_node>& inline_ready) {
-    std::vector<entry> outputs;
+  void process(node_queue& inline_ready) {
+    output_buffer buffer;
     ready_list ready;
     while (!inline_ready.empty()) {
       tagged_node tn = inline_ready.front();
@@ -333,8 +385,8 @@ class step final : rendezvous::receiver {
         continue;
       }
       std::span<entry> inputs(tn.iter->slots.data() + xn.input_start, static_cast<std::size_t>(xn.num_inputs));
-      outputs.assign(static_cast<std::size_t>(xn.num_outputs), entry{});
-      bool dead = tn.iter->dead_control[static_cast<std::size_t>(xn.local)].load(std::memory_order_relaxed);
+      const std::span<entry> outputs = buffer.take(static_cast<std::size_t>(xn.num_outputs));
+      bool dead = tn.iter->nodes[static_cast<std::size_t>(xn.local)].dead_control.load(std::memory_order_relaxed);
       if (xn.kind != flow::merge)
         for (std::size_t i = 0; i < (xn.runs_on_dead_value ? 1 : inputs.size()); ++i) dead = dead || inputs[i].dead;
       if (xn.transfer >= 0) {  // a dead value crosses too
@@ -356,7 +408,7 @@ class step final : rendezvous::receiver {
         }
       } else {
         if (xn.kernel->is_async()) {
-          start_async(tn, xn, inputs);
+          start_async(tn, xn, inputs, inline_ready);
           continue;
         }
         auto t0 = options_.trace ? now_ns() : 0;
@@ -390,7 +442,7 @@ class step final : rendezvous::receiver {
 
   /// Switch, Merge, Enter, Exit, NextIteration and LoopCond on live inputs (a Merge also on
   /// dead ones).
-  void run_control_flow(tagged_node tn, const exec_node& xn, std::span<entry> inputs, std::vector<entry>& outputs) {
+  void run_control_flow(tagged_node tn, const exec_node& xn, std::span<entry> inputs, std::span<entry> outputs) {
     switch (xn.kind) {
       case flow::switch_: {
         // A predicate in a device's memory is copied out (a wait for that device).
@@ -406,7 +458,7 @@ class step final : rendezvous::receiver {
         break;
       }
       case flow::merge: {
-        const int live = tn.iter->merge_live[static_cast<std::size_t>(xn.local)].load(std::memory_order_acquire);
+        const int live = tn.iter->nodes[static_cast<std::size_t>(xn.local)].merge_live.load(std::memory_order_acquire);
         if (live < 0) {
           outputs[0].dead = outputs[1].dead = true;
         } else {
@@ -430,13 +482,18 @@ class step final : rendezvous::receiver {
     }
   }
 
-  void start_async(tagged_node tn, const exec_node& xn, std::span<entry> inputs) {
+  /// An async kernel: its done callback hands on what it made ready. Done within
+  /// compute_async (a queue that had the element), they join `inline_ready`, the queue of the
+  /// process() loop that started it, rather than a nested process(): a loop of such nodes
+  /// would otherwise nest one call an iteration.
+  void start_async(tagged_node tn, const exec_node& xn, std::span<entry> inputs, node_queue& inline_ready) {
     struct async_state {
       std::vector<entry> outputs;
       std::unique_ptr<kernel_context> ctx;
       std::int64_t t0;
       std::thread::id caller = std::this_thread::get_id();
-      int caller_index = 0;  // the tracing thread index of the caller
+      int caller_index = 0;                 // the tracing thread index of the caller
+      node_queue* starting_queue = nullptr;  // while compute_async runs: the caller's queue (read on its thread only)
     };
     auto state = std::make_shared<async_state>();
     state->outputs.resize(static_cast<std::size_t>(xn.num_outputs));
@@ -452,6 +509,7 @@ class step final : rendezvous::receiver {
     }
     state->ctx = std::make_unique<kernel_context>(*xn.def, inputs, state->outputs, device_of(xn), resources_,
                                                   cancellation_, options_.step_id, &store_);
+    state->starting_queue = &inline_ready;
     xn.kernel->compute_async(*state->ctx, [this, tn, &xn, state, inputs] {
       if (auto e = state->ctx->error()) {
         fail_node(xn, inputs, e);
@@ -471,20 +529,23 @@ class step final : rendezvous::receiver {
         // of the step that fed it (two steps of a pipeline would then run one after the other).
         outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);  // before any can run
         for (const tagged_node& r : ready) hand_off(r);
+      } else if (state->starting_queue) {
+        schedule(ready, *state->starting_queue);
       } else {
-        std::deque<tagged_node> inline_ready;
+        node_queue inline_ready;
         schedule(ready, inline_ready);
         if (!inline_ready.empty()) process(inline_ready);
       }
       node_done(1);
     });
+    state->starting_queue = nullptr;  // (state, not the step: the step may have ended)
   }
 
   /// A Send or Recv in process(): true when a Recv has its value in `outputs`, to go on as
   /// any node that ran; false when the node is done with here (a Send, a control edge's
   /// token, or a Recv that waits). Out of line: the path of a node with no transfer stays short.
   [[gnu::noinline]] bool transfer(tagged_node tn, const exec_node& xn, std::span<entry> inputs, bool dead,
-                                  std::vector<entry>& outputs, ready_list& ready, std::deque<tagged_node>& inline_ready) {
+                                  std::span<entry> outputs, ready_list& ready, node_queue& inline_ready) {
     const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
     auto done = [&] {
       finish(tn, ready);  // a Send or Recv inside a loop ends its iteration's part
@@ -556,7 +617,7 @@ class step final : rendezvous::receiver {
     hand_off(w->tn);  // to the Recv's device's thread
   }
   /// A Recv's value, taken: its output, or for a control edge whether its token is dead.
-  void arrived(tagged_node tn, const exec_node& xn, const transfer_info& t, std::vector<entry>& outputs, bool& dead_token) {
+  void arrived(tagged_node tn, const exec_node& xn, const transfer_info& t, std::span<entry> outputs, bool& dead_token) {
     recv_wait& w = *wait_of(tn, xn, false).first;
     entry v = std::move(w.value);
     w.value = entry{};
@@ -644,18 +705,18 @@ class step final : rendezvous::receiver {
     const auto local = static_cast<std::size_t>(e.dst_local);
     if (!e.to_merge) {
       it->slots[static_cast<std::size_t>(e.dst_slot)] = v;
-      if (it->pending[local].fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(it, e.dst, ready);
+      if (it->nodes[local].pending.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(it, e.dst, ready);
       return;
     }
     const exec_node& dst = x_.nodes[static_cast<std::size_t>(e.dst)];
     if (v.dead) {
-      it->merge_dead[local].fetch_add(1, std::memory_order_seq_cst);
+      it->nodes[local].merge_dead.fetch_add(1, std::memory_order_seq_cst);
     } else {
       int none = -1;
       // The first live input wins; its value is written before it is published.
-      if (it->merge_live[local].load(std::memory_order_acquire) >= 0) return;
+      if (it->nodes[local].merge_live.load(std::memory_order_acquire) >= 0) return;
       it->slots[static_cast<std::size_t>(e.dst_slot)] = v;
-      if (!it->merge_live[local].compare_exchange_strong(none, e.dst_slot - dst.input_start, std::memory_order_seq_cst)) {
+      if (!it->nodes[local].merge_live.compare_exchange_strong(none, e.dst_slot - dst.input_start, std::memory_order_seq_cst)) {
         it->slots[static_cast<std::size_t>(e.dst_slot)] = entry{};
         return;
       }
@@ -667,17 +728,17 @@ class step final : rendezvous::receiver {
   void fire_merge_if_ready(iteration_state* it, int id, ready_list& ready) {
     const exec_node& m = x_.nodes[static_cast<std::size_t>(id)];
     const auto local = static_cast<std::size_t>(m.local);
-    if (it->pending[local].load(std::memory_order_seq_cst) != 0) return;
-    if (it->merge_live[local].load(std::memory_order_seq_cst) < 0 &&
-        it->merge_dead[local].load(std::memory_order_seq_cst) < m.forward_inputs)
+    if (it->nodes[local].pending.load(std::memory_order_seq_cst) != 0) return;
+    if (it->nodes[local].merge_live.load(std::memory_order_seq_cst) < 0 &&
+        it->nodes[local].merge_dead.load(std::memory_order_seq_cst) < m.forward_inputs)
       return;
-    if (it->merge_fired[local].exchange(true, std::memory_order_acq_rel)) return;
+    if (it->nodes[local].merge_fired.exchange(true, std::memory_order_acq_rel)) return;
     make_ready(it, id, ready);
   }
 
   /// Outputs of a finished node to their consumers: in the same iteration, or for Enter,
   /// Exit and NextIteration into the child frame, the parent frame or the next iteration.
-  void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready) {
+  void propagate(tagged_node tn, const exec_node& xn, std::span<entry> outputs, ready_list& ready) {
     iteration_state* it = tn.iter;
     if (!xn.fetches.empty() && xn.kind != flow::exit)  // an Exit's value is fetched when it leaves the loop
       for (std::size_t port = 0; port < outputs.size(); ++port) fetch(xn, static_cast<int>(port), outputs[port]);
@@ -717,8 +778,8 @@ class step final : rendezvous::receiver {
     for (int c : xn.control_out) {
       const exec_node& dst = x_.nodes[static_cast<std::size_t>(c)];
       const auto local = static_cast<std::size_t>(dst.local);
-      if (dead) it->dead_control[local].store(true, std::memory_order_relaxed);
-      if (it->pending[local].fetch_sub(1, std::memory_order_seq_cst) != 1) continue;
+      if (dead) it->nodes[local].dead_control.store(true, std::memory_order_relaxed);
+      if (it->nodes[local].pending.fetch_sub(1, std::memory_order_seq_cst) != 1) continue;
       if (dst.kind == flow::merge) fire_merge_if_ready(it, c, ready);
       else make_ready(it, c, ready);
     }
@@ -752,10 +813,10 @@ class step final : rendezvous::receiver {
       std::lock_guard lock(child->mutex);
       if (xn.is_constant) {
         child->invariants.emplace_back(static_cast<int>(&xn - x_.nodes.data()), v);
-        for (auto& iter : child->iterations)
-          for (const auto& e : xn.out_edges) deliver(iter.get(), e, v, ready);
+        for (iteration_state* iter : child->iterations)
+          for (const auto& e : xn.out_edges) deliver(iter, e, v, ready);
       } else {
-        for (const auto& e : xn.out_edges) deliver(child->iterations.front().get(), e, v, ready);
+        for (const auto& e : xn.out_edges) deliver(child->iterations.front(), e, v, ready);
       }
       --child->pending_enters;
     }
@@ -791,7 +852,7 @@ class step final : rendezvous::receiver {
     std::lock_guard lock(f->mutex);
     const auto index = static_cast<std::size_t>(it->number + 1 - f->first);
     if (index < f->iterations.size()) {
-      for (const auto& e : xn.out_edges) deliver(f->iterations[index].get(), e, v, ready);
+      for (const auto& e : xn.out_edges) deliver(f->iterations[index], e, v, ready);
     } else if (static_cast<std::int64_t>(f->iterations.size()) < f->info->parallel_iterations) {
       iteration_state* next = start_iteration(*f, ready);
       for (const auto& e : xn.out_edges) deliver(next, e, v, ready);
@@ -803,7 +864,7 @@ class step final : rendezvous::receiver {
   /// A new newest iteration of f, given the loop invariants (f's mutex held).
   iteration_state* start_iteration(frame_state& f, ready_list& ready) {
     f.iterations.push_back(make_iteration(f, f.first + static_cast<std::int64_t>(f.iterations.size())));
-    iteration_state* next = f.iterations.back().get();
+    iteration_state* next = f.iterations.back();
     for (const auto& [enter, value] : f.invariants)
       for (const auto& e : x_.nodes[static_cast<std::size_t>(enter)].out_edges) deliver(next, e, value, ready);
     return next;
@@ -898,7 +959,7 @@ class step final : rendezvous::receiver {
   }
   /// A large node has finished: the next waiting one runs on this thread, or the turn is free.
   /// Before the node's node_done (the waiting nodes keep the step alive).
-  [[gnu::noinline]] void pass_large_turn(std::deque<tagged_node>& inline_ready) {
+  [[gnu::noinline]] void pass_large_turn(node_queue& inline_ready) {
     std::lock_guard lock(large_mutex_);
     if (large_waiting_.empty()) {
       large_running_ = false;
@@ -908,7 +969,7 @@ class step final : rendezvous::receiver {
     large_waiting_.pop_front();
   }
 
-  void schedule(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
+  void schedule(const ready_list& ready, node_queue& inline_ready) {
     if (ready.empty()) return;
     outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);
     enqueue(ready, inline_ready);
@@ -917,12 +978,12 @@ class step final : rendezvous::receiver {
   /// operation at most: its count in outstanding_ passes to one of them (none for a node of a
   /// chain). It is added before any of them can run elsewhere, and subtracted only when it
   /// made none ready, so the count cannot reach zero while one of them is to run.
-  void schedule_after(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
+  void schedule_after(const ready_list& ready, node_queue& inline_ready) {
     if (ready.empty()) return node_done(1);
     if (ready.size() > 1) outstanding_.fetch_add(static_cast<int>(ready.size()) - 1, std::memory_order_relaxed);
     enqueue(ready, inline_ready);
   }
-  void enqueue(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
+  void enqueue(const ready_list& ready, node_queue& inline_ready) {
     if (!inter_op_) {
       if (!group_)
         for (const tagged_node& tn : ready) inline_ready.push_back(tn);
@@ -937,12 +998,12 @@ class step final : rendezvous::receiver {
   /// whose result another device waits for does not wait behind every node that was ready
   /// before it (breadth first, a device would send its first result after all of them).
   /// A Send goes first (partitioning numbers Sends after every other node).
-  void run_here(tagged_node tn, std::deque<tagged_node>& inline_ready) const {
+  void run_here(tagged_node tn, node_queue& inline_ready) const {
     if (!group_) return inline_ready.push_back(tn);
     const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
     if (xn.transfer >= 0 && x_.transfers[static_cast<std::size_t>(xn.transfer)].send) return inline_ready.push_front(tn);
-    auto at = inline_ready.end();
-    while (at != inline_ready.begin() && std::prev(at)->id > tn.id) --at;
+    std::size_t at = inline_ready.size();
+    while (at != 0 && inline_ready[at - 1].id > tn.id) --at;
     inline_ready.insert(at, tn);
   }
 
@@ -952,7 +1013,7 @@ class step final : rendezvous::receiver {
   /// chain, whose inputs this core's caches hold (LeNet's backward pass ran 6 % slower on
   /// two threads when its first node came ready beside a cheap one and went to the inter-op
   /// thread: docs/benchmarks.md, session 67). The others go to the inter-op pool.
-  [[gnu::noinline]] void place(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
+  [[gnu::noinline]] void place(const ready_list& ready, node_queue& inline_ready) {
     // Control flow queued here leads to more work (a loop's next iteration), which the
     // kept node would hold up: parallel iterations run at once only when it goes.
     auto work_ahead = [&](const tagged_node& q) {
@@ -988,7 +1049,7 @@ class step final : rendezvous::receiver {
   void hand_off(tagged_node tn) {
     {
       std::lock_guard lock(handoff_->mutex);
-      handoff_->queue.emplace_back(this, tn);
+      handoff_->queue.push_back({this, tn});
       handoff_->signalled.store(true, std::memory_order_release);
     }
     handoff_->cv.notify_one();
@@ -999,7 +1060,8 @@ class step final : rendezvous::receiver {
       auto [owner, taken] = h->queue.front();
       h->queue.pop_front();
       lock.unlock();
-      std::deque<tagged_node> work{taken};
+      node_queue work;
+      work.push_back(taken);
       owner->process(work);
     });
   }
@@ -1081,7 +1143,7 @@ class step final : rendezvous::receiver {
   bool separate_ = false;  ///< whether any device has memory of its own (only then are values copied)
   std::vector<tensor> results_;
   frame_state root_frame_;
-  std::unique_ptr<iteration_state> root_;
+  iteration_state root_;
   std::mutex frames_mutex_;
   std::vector<std::unique_ptr<frame_state>> frames_;  ///< every loop frame instance of the step
   cancellation_manager cancellation_;
@@ -1093,7 +1155,12 @@ class step final : rendezvous::receiver {
   struct handoff {
     std::mutex mutex;
     std::condition_variable cv;  ///< the calling thread waits for a node or the step's end
-    std::deque<std::pair<step*, tagged_node>> queue;
+    /// A node handed off, and its step.
+    struct handed {
+      step* owner;     ///< the node's step
+      tagged_node tn;  ///< the node
+    };
+    inline_deque<handed, 16> queue;
     int live = 1;
     bool done = false;
     bool spin = false;                   ///< wait() spins a little first (a partition's thread)
@@ -1108,7 +1175,7 @@ class step final : rendezvous::receiver {
   std::map<std::pair<int, std::int64_t>, int> loop_wait_index_;  ///< (transfer, iteration) -> its index
   std::mutex large_mutex_;
   bool large_running_ = false;                ///< a large node holds the turn
-  std::deque<tagged_node> large_waiting_;     ///< large nodes ready while it runs
+  node_queue large_waiting_;     ///< large nodes ready while it runs
   std::chrono::steady_clock::time_point start_;
   std::mutex trace_mutex_;
   step_stats stats_;

@@ -725,7 +725,7 @@ class session {
   passes::constant_folding_options folding_;
   bool cse_;
   bool fuse_matmul_;
-  std::map<signature, std::shared_ptr<const executable>> cache_;
+  std::map<signature, std::shared_ptr<const executable>, std::less<>> cache_;  ///< looked up without a copy of the key
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
   std::once_flag timer_started_;
@@ -790,14 +790,14 @@ WEFT_DETAIL_RUNTIME_INLINE std::shared_ptr<const executable> session::prepare(co
   for (const auto& e : fetches) fetched.push_back(e.resolve(*g));
   for (const auto& e : targets) target_ids.push_back(e.resolve_node(*g));
 
-  signature key{fed, fetched, target_ids};
   {
     std::lock_guard lock(mutex_);
-    if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return it->second;
+    if (auto it = cache_.find(std::tie(fed, fetched, target_ids)); it != cache_.end() && it->second->source == g)
+      return it->second;
   }
   auto x = build(g, fed, fetched, target_ids, fed_shapes);
   std::lock_guard lock(mutex_);
-  if (graph_ == g) cache_[key] = x;
+  if (graph_ == g) cache_[signature{fed, fetched, target_ids}] = x;
   return x;
 }
 
@@ -807,34 +807,40 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> session::execute(const executable
   stop_hooks hooks;
   arm(hooks, options);
   const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now(), copy_transfers_};
-  std::vector<std::unique_ptr<step>> steps;
-  if (x.partitions.empty()) steps.push_back(std::make_unique<step>(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o));
-  for (const auto& part : x.partitions)
-    steps.push_back(std::make_unique<step>(*part, feed_values, device_ptrs_, *resources_, inter_op, o));
-  auto stats = [&] {
+  auto stats = [metadata](std::span<step* const> steps) {
     if (!metadata) return;
     metadata->stats = steps.front()->take_stats();
     for (std::size_t i = 1; i < steps.size(); ++i)
       for (auto& n : steps[i]->take_stats().nodes) metadata->stats.nodes.push_back(std::move(n));
   };
   std::vector<tensor> results;
-  try {
-    if (steps.size() == 1) {
-      results = steps.front()->run(hooks.stopper.get());
-    } else {
-      std::vector<step*> all;
-      std::vector<Eigen::ThreadPoolInterface*> drivers;
-      for (std::size_t i = 0; i < steps.size(); ++i) {
-        all.push_back(steps[i].get());
-        drivers.push_back(i ? device_threads_[static_cast<std::size_t>(x.partitions[i]->device)].get() : nullptr);
-      }
-      results = step::run_partitions(all, drivers, hooks.stopper.get());
+  if (x.partitions.empty()) {  // one device: the step lives here (nothing allocated for it)
+    step one(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o);
+    step* const steps[] = {&one};
+    try {
+      results = one.run(hooks.stopper.get());
+    } catch (...) {
+      stats(steps);
+      throw;
     }
+    stats(steps);
+    return results;
+  }
+  std::vector<std::unique_ptr<step>> parts;
+  std::vector<step*> steps;
+  std::vector<Eigen::ThreadPoolInterface*> drivers;
+  for (const auto& part : x.partitions) {
+    parts.push_back(std::make_unique<step>(*part, feed_values, device_ptrs_, *resources_, inter_op, o));
+    steps.push_back(parts.back().get());
+    drivers.push_back(drivers.empty() ? nullptr : device_threads_[static_cast<std::size_t>(part->device)].get());
+  }
+  try {
+    results = step::run_partitions(steps, drivers, hooks.stopper.get());
   } catch (...) {
-    stats();
+    stats(steps);
     throw;
   }
-  stats();
+  stats(steps);
   return results;
 }
 #endif
