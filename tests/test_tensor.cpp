@@ -1,5 +1,6 @@
 #include "support/helpers.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -227,6 +228,53 @@ class recording_allocator final : public allocator {
   int live = 0;
 };
 }  // namespace
+
+TEST_CASE("the cpu allocator keeps small freed buffers for its thread's next ones of their size") {
+  cpu_allocator a;
+  // Sizes round to 64 bytes; the freed block of a size is the next one of that size here.
+  void* p = a.allocate(100);  // 128
+  CHECK(reinterpret_cast<std::uintptr_t>(p) % buffer_alignment == 0);
+  std::memset(p, 0x5a, 128);
+  a.deallocate(p, 100);
+  CHECK(a.bytes_in_use() == 0);
+  CHECK(a.bytes_cached() == 0);  // small blocks are the thread's, outside the count
+  void* q = a.allocate(128);
+  void* r = a.allocate(65);
+  if (cpu_allocator::caches_buffers) {
+    CHECK(q == p);
+    CHECK(r != p);
+  }
+  CHECK(a.bytes_in_use() == 128 + 65);
+  // Each size of 64 to 512 bytes and one past: aligned, writable, distinct while held.
+  std::vector<std::pair<void*, std::size_t>> held;
+  for (std::size_t bytes = 1; bytes <= 600; bytes += 37) {
+    void* b = a.allocate(bytes);
+    CHECK(reinterpret_cast<std::uintptr_t>(b) % buffer_alignment == 0);
+    std::memset(b, static_cast<int>(bytes), bytes);
+    held.emplace_back(b, bytes);
+  }
+  for (const auto& [b, bytes] : held)
+    CHECK(std::all_of(static_cast<unsigned char*>(b), static_cast<unsigned char*>(b) + bytes,
+                      [n = static_cast<unsigned char>(bytes)](unsigned char c) { return c == n; }));
+  for (const auto& [b, bytes] : held) a.deallocate(b, bytes);
+  // Freed on another thread: kept in that thread's cache, which its end empties.
+  void* other = a.allocate(256);
+  std::thread([&] { a.deallocate(other, 256); }).join();
+  void* again = a.allocate(256);
+  // More than 64 of a size freed: the rest go back to the system; all reusable.
+  std::vector<void*> many;
+  for (int i = 0; i < 100; ++i) many.push_back(a.allocate(512));
+  for (void* b : many) a.deallocate(b, 512);
+  many.clear();
+  for (int i = 0; i < 100; ++i) many.push_back(a.allocate(512));
+  std::sort(many.begin(), many.end());
+  CHECK(std::adjacent_find(many.begin(), many.end()) == many.end());
+  for (void* b : many) a.deallocate(b, 512);
+  a.deallocate(again, 256);
+  a.deallocate(q, 128);
+  a.deallocate(r, 65);
+  CHECK(a.bytes_in_use() == 0);
+}
 
 TEST_CASE("a tensor's buffer is its data alone, from its allocator, in the allocator's memory space") {
   recording_allocator a;

@@ -495,6 +495,28 @@ class allocator {
   virtual const allocator& underlying() const noexcept { return *this; }
 };
 
+namespace detail {
+/// Freed small host buffers (up to 512 bytes, by multiples of 64), kept per thread for the
+/// next allocation of their size: glibc's aligned_alloc splits a larger chunk under the
+/// arena's lock and frees the pieces, about a fifth of a one-node step's time (a scalar's
+/// output). Plain data, so that reaching it costs no check of a thread-local's
+/// construction; a guard made when it first keeps a block (cpu_allocator::keep_small) frees
+/// it when the thread ends and turns it off.
+struct small_block_cache {
+  static constexpr std::size_t classes = 8;  ///< sizes 64, 128, ..., 512
+  static constexpr int keep = 64;            ///< the most kept of one size
+  /// A kept block's first bytes: the next one of its size.
+  struct block {
+    block* next;  ///< the next kept block of its size
+  };
+  block* head[classes] = {};  ///< per size, the most recently freed
+  int count[classes] = {};    ///< per size, how many are kept
+  bool guarded = false;       ///< the guard that empties it at the thread's end is made
+  bool closed = false;        ///< the thread is ending: blocks go back to the system
+};
+inline thread_local small_block_cache small_blocks;  // NOLINT: per-thread by design
+}  // namespace detail
+
 /// Host memory with byte counters (current and peak), usable from many threads.
 ///
 /// Large buffers (at least `cache_min_bytes`, 64 KiB; each a mapping of its own) are kept
@@ -503,8 +525,10 @@ class allocator {
 /// allocates the shapes of the step before touches no fresh pages. (A fresh page costs a page fault and zeroing by the kernel: about
 /// 10 ms per 16 MiB on this project's VMs, a tenth of a 2048x2048 float MatMul. Below 1 MiB
 /// glibc's malloc gave pages back too: with the threshold at 1 MiB, the MLP step's first
-/// ReluGrad, 256 KiB, took 0.044 ms, at 64 KiB 0.022.) Under ASan the cache is off, so that a
-/// use after free is still reported.
+/// ReluGrad, 256 KiB, took 0.044 ms, at 64 KiB 0.022.) Small buffers (up to 512 bytes) are
+/// kept too, up to 64 of each size by each thread that frees them, outside `bytes_cached()`
+/// and `release_cached()` (at most 36 KiB a thread). Under ASan both caches are off, so
+/// that a use after free is still reported.
 class cpu_allocator final : public allocator {
  public:
   static constexpr std::size_t cache_min_bytes = std::size_t(64) << 10;  ///< the smallest buffer kept when freed
@@ -539,7 +563,7 @@ class cpu_allocator final : public allocator {
       fail(error_code::resource_exhausted, "cpu allocator: ", bytes, " bytes requested, more than the machine's ",
            physical_memory_bytes(), " bytes of memory");
     std::size_t rounded = round_up(bytes);
-    void* p = take_cached(rounded);
+    void* p = rounded <= small_max_bytes ? take_small(rounded) : take_cached(rounded);
     if (!p) p = system_allocate(rounded);
     if (!p)
       fail(error_code::resource_exhausted, "cpu allocator: out of memory allocating ", bytes, " bytes (",
@@ -553,7 +577,8 @@ class cpu_allocator final : public allocator {
   /// Frees p, keeping it in the cache when it is large and the cache has room.
   void deallocate(void* p, std::size_t bytes) noexcept override {
     in_use_.fetch_sub(bytes, std::memory_order_relaxed);
-    if (!keep_cached(p, round_up(bytes))) system_free(p, round_up(bytes));
+    const std::size_t rounded = round_up(bytes);
+    if (rounded <= small_max_bytes ? !keep_small(p, rounded) : !keep_cached(p, rounded)) system_free(p, rounded);
   }
 
   /// Bytes allocated and not yet freed.
@@ -609,6 +634,49 @@ class cpu_allocator final : public allocator {
   }
 
  private:
+  static constexpr std::size_t small_max_bytes = buffer_alignment * detail::small_block_cache::classes;
+  /// The calling thread's kept block of this size (a multiple of 64 up to 512), or null.
+  static void* take_small(std::size_t rounded) noexcept {
+    if constexpr (!caches_buffers) return nullptr;
+    detail::small_block_cache& c = detail::small_blocks;
+    const std::size_t k = rounded / buffer_alignment - 1;
+    if (detail::small_block_cache::block* b = c.head[k]) {
+      c.head[k] = b->next;
+      --c.count[k];
+      return b;
+    }
+    return nullptr;
+  }
+  /// Keeps p (of this rounded size) in the calling thread's cache; false when it is full or
+  /// the thread is ending.
+  static bool keep_small(void* p, std::size_t rounded) noexcept {
+    if constexpr (!caches_buffers) return false;
+    detail::small_block_cache& c = detail::small_blocks;
+    const std::size_t k = rounded / buffer_alignment - 1;
+    if (c.closed || c.count[k] >= detail::small_block_cache::keep) return false;
+    if (!c.guarded) {
+      thread_local small_cache_guard guard;  // frees the cache when this thread ends
+      (void)guard;
+      c.guarded = true;
+    }
+    auto* b = ::new (p) detail::small_block_cache::block{c.head[k]};
+    c.head[k] = b;
+    ++c.count[k];
+    return true;
+  }
+  struct small_cache_guard {
+    small_cache_guard() = default;
+    small_cache_guard(const small_cache_guard&) = delete;
+    small_cache_guard& operator=(const small_cache_guard&) = delete;
+    ~small_cache_guard() {
+      detail::small_block_cache& c = detail::small_blocks;
+      c.closed = true;
+      for (std::size_t k = 0; k < detail::small_block_cache::classes; ++k) {
+        while (c.head[k]) std::free(std::exchange(c.head[k], c.head[k]->next));
+        c.count[k] = 0;
+      }
+    }
+  };
   /// Whether a buffer of this rounded size is a mapping of its own (see system_allocate).
   static bool mapped(std::size_t rounded) noexcept { return caches_buffers && rounded >= cache_min_bytes; }
   /// A buffer the cache did not have, or null. One the cache may keep (64 KiB and more, not
@@ -13872,7 +13940,8 @@ class step final : rendezvous::receiver {
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
     root_frame_.info = &x.frames[0];
     init_iteration(root_, root_frame_, 0);
-    start_ = options.start == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : options.start;
+    if (options.trace)  // the clock is read only for a traced step's times
+      start_ = options.start == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : options.start;
     for (const device* d : devices_) separate_ = separate_ || d->separate_memory();
   }
 
@@ -16134,7 +16203,8 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> session::execute(const executable
                                                                run_metadata* metadata, const run_options* options) {
   stop_hooks hooks;
   arm(hooks, options);
-  const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now(), copy_transfers_};
+  const step_options o{trace, next_step_id_.fetch_add(1),
+                      trace ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}, copy_transfers_};
   auto stats = [metadata](std::span<step* const> steps) {
     if (!metadata) return;
     metadata->stats = steps.front()->take_stats();

@@ -122,7 +122,8 @@ class step final : rendezvous::receiver {
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
     root_frame_.info = &x.frames[0];
     init_iteration(root_, root_frame_, 0);
-    start_ = options.start == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : options.start;
+    if (options.trace)  // the clock is read only for a traced step's times
+      start_ = options.start == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : options.start;
     for (const device* d : devices_) separate_ = separate_ || d->separate_memory();
   }
 

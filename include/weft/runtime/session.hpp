@@ -806,7 +806,8 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> session::execute(const executable
                                                                run_metadata* metadata, const run_options* options) {
   stop_hooks hooks;
   arm(hooks, options);
-  const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now(), copy_transfers_};
+  const step_options o{trace, next_step_id_.fetch_add(1),
+                      trace ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}, copy_transfers_};
   auto stats = [metadata](std::span<step* const> steps) {
     if (!metadata) return;
     metadata->stats = steps.front()->take_stats();
