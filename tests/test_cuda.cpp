@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/helpers.hpp"
@@ -632,6 +634,27 @@ TEST_CASE("the GPU's caching allocator under many sizes, and its out-of-memory e
   const tensor host = tensor::of<float>({2, 3}, {1, -2, 3.5f, 0, 1e-3f, -7});
   CHECK(gpu.copy_to_host(gpu.copy_from_host(host)).to_vector<float>() == host.to_vector<float>());
   CHECK(gpu.copy_to_host(gpu.copy_from_host(tensor(dtype::float32, {0, 4}))).shape() == shape{0, 4});
+}
+
+TEST_CASE("copies to and from the GPU reuse the events that order their streams, from several threads too", "[gpu]") {
+  cuda::gpu_device gpu(0, 1);
+  const tensor host = tensor::of<float>({2, 3}, {1, -2, 3.5f, 0, 1e-3f, -7});
+  for (int i = 0; i < 100; ++i) REQUIRE(gpu.copy_to_host(gpu.copy_from_host(host)).to_vector<float>() == host.to_vector<float>());
+  CHECK(gpu.ordering_events_kept() == 1);  // one copy at a time: one event, made once
+  // Four threads at once, each its own values: every round trip right, at most four events.
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const tensor mine = tensor::filled(shape{1000}, static_cast<float>(t * 1000 + i));
+        if (gpu.copy_to_host(gpu.copy_from_host(mine)).to_vector<float>() != mine.to_vector<float>()) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(wrong == 0);
+  CHECK(gpu.ordering_events_kept() >= 1);
+  CHECK(gpu.ordering_events_kept() <= 4);
 }
 
 TEST_CASE("a training step split between the CPU and the GPU equals the CPU's", "[gpu]") {

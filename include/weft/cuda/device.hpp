@@ -77,15 +77,64 @@ class current_device {
   bool changed_ = false;
 };
 
-/// An event that orders one stream after the work enqueued so far on another.
-inline void order_after(cudaStream_t later, cudaStream_t earlier) {
-  cudaEvent_t e = nullptr;
-  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  const cudaError_t recorded = cudaEventRecord(e, earlier);
-  const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(later, e, 0) : recorded;
-  (void)cudaEventDestroy(e);  // released once the wait is done
-  check(waited, "ordering two streams (cudaEventRecord, cudaStreamWaitEvent)");
-}
+/// Events that order one stream of a GPU after the work enqueued so far on another, kept
+/// for reuse: cudaStreamWaitEvent takes the state an event recorded when it is called, and
+/// later records of the event do not change that wait (CUDA Runtime API, cudaEventRecord),
+/// so an event is free again once its wait is enqueued, and a copy costs no
+/// cudaEventCreate and cudaEventDestroy (about 0.5 us each on the H200 machine's host).
+/// One event is never recorded by two threads at once: each order() takes its own.
+class event_pool {
+ public:
+  event_pool() = default;
+  event_pool(const event_pool&) = delete;
+  event_pool& operator=(const event_pool&) = delete;
+  /// Destroys the kept events (the GPU that made them current, as gpu_device's destructor
+  /// leaves it).
+  ~event_pool() {
+    for (cudaEvent_t e : free_) (void)cudaEventDestroy(e);
+  }
+
+  /// Makes `later` wait for the work enqueued so far on `earlier` (their GPU current).
+  void order(cudaStream_t later, cudaStream_t earlier) {
+    cudaEvent_t e = take();
+    const cudaError_t recorded = cudaEventRecord(e, earlier);
+    const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(later, e, 0) : recorded;
+    if (waited == cudaSuccess) give(e);
+    else (void)cudaEventDestroy(e);  // an event whose record or wait failed is not reused
+    check(waited, "ordering two streams (cudaEventRecord, cudaStreamWaitEvent)");
+  }
+  /// How many events are kept (made and not in use).
+  std::size_t kept() const {
+    std::lock_guard lock(mu_);
+    return free_.size();
+  }
+
+ private:
+  cudaEvent_t take() {
+    {
+      std::lock_guard lock(mu_);
+      if (!free_.empty()) {
+        cudaEvent_t e = free_.back();
+        free_.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    return e;
+  }
+  void give(cudaEvent_t e) noexcept {
+    std::lock_guard lock(mu_);
+    try {
+      free_.push_back(e);
+    } catch (...) {
+      (void)cudaEventDestroy(e);
+    }
+  }
+
+  mutable std::mutex mu_;
+  std::vector<cudaEvent_t> free_;
+};
 
 /// Bad input that kernels find on the device (a label or an index out of range), reported
 /// when the host next waits for the device: each kind of report (a node and what it checks)
@@ -408,9 +457,9 @@ class gpu_device final : public device {
     }
     const current_device here(ordinal_);
     // The destination may be a buffer the compute stream's pending work still reads.
-    order_after(to_device_.get(), compute_.get());
+    events_.order(to_device_.get(), compute_.get());
     check(cudaMemcpyAsync(out.raw_data(), from, bytes, cudaMemcpyHostToDevice, to_device_.get()), "cudaMemcpyAsync (host to device)");
-    order_after(compute_.get(), to_device_.get());
+    events_.order(compute_.get(), to_device_.get());
     check(cudaStreamSynchronize(to_device_.get()), "copying to the GPU (cudaStreamSynchronize)");
     return out;
   }
@@ -431,7 +480,7 @@ class gpu_device final : public device {
       return out;
     }
     const current_device here(ordinal_);
-    order_after(to_host_.get(), compute_.get());
+    events_.order(to_host_.get(), compute_.get());
     check(cudaMemcpyAsync(out.raw_data(), t.raw_data(), bytes, cudaMemcpyDeviceToHost, to_host_.get()), "cudaMemcpyAsync (device to host)");
     check(cudaStreamSynchronize(to_host_.get()), "copying from the GPU (cudaStreamSynchronize): an earlier kernel may have failed");
     errors_.check_reports(name_);
@@ -505,6 +554,8 @@ class gpu_device final : public device {
     check(cudaStreamSynchronize(compute_.get()), "synchronizing the compute stream");
     errors_.check_reports(name_);
   }
+  /// How many events for ordering the copies' streams are kept for reuse (event_pool).
+  std::size_t ordering_events_kept() const { return events_.kept(); }
   /// Where kernels report bad input (error_slots).
   error_slots& errors() const noexcept { return errors_; }
   /// A copy of `t` (in this GPU's memory) in it, enqueued on the compute stream.
@@ -544,6 +595,7 @@ class gpu_device final : public device {
   mutable cublasLtHandle_t lt_ = nullptr;                                 ///< under library_mutex_
   mutable tensor lt_workspace_;                                           ///< under library_mutex_
   mutable std::map<lt_geometry, std::unique_ptr<lt_plan>> lt_plans_;    ///< under library_mutex_
+  mutable event_pool events_;  ///< for the copies' stream orderings; destroyed first, its GPU current
 };
 
 /// The GPU of a kernel's context (a GPU kernel runs only on one), made the calling thread's
