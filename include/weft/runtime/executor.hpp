@@ -289,9 +289,12 @@ class step final : rendezvous::receiver {
       q_.push_back(it.get());
       it.release();
     }
-    void pop_front() {
-      delete q_[0];
+    void pop_front() { delete take_front(); }
+    /// The oldest iteration, no longer in the ring (the caller owns it).
+    [[nodiscard]] iteration_state* take_front() {
+      iteration_state* it = q_[0];
       q_.pop_front();
+      return it;
     }
     auto begin() const { return q_.begin(); }
     auto end() const { return q_.end(); }
@@ -313,6 +316,7 @@ class step final : rendezvous::receiver {
     std::vector<std::pair<int, entry>> invariants;  ///< (Enter, value) for every iteration
     std::vector<std::pair<int, entry>> deferred;    ///< (NextIteration, value) for the next one
     std::vector<char> exit_delivered;
+    std::unique_ptr<iteration_state> spare;  ///< the last retired iteration, for the next one to reuse
   };
   struct tagged_node {  // 16 bytes
     int id;
@@ -332,17 +336,25 @@ class step final : rendezvous::receiver {
   };
 
   std::unique_ptr<iteration_state> make_iteration(frame_state& f, std::int64_t number) {
-    auto it = std::make_unique<iteration_state>();
+    auto it = f.spare ? std::move(f.spare) : std::make_unique<iteration_state>();
     init_iteration(*it, f, number);
     return it;
   }
+  /// Sets `it` up as iteration `number` of f: fresh, or a retired iteration of f (its arrays
+  /// kept; its slots were emptied when it retired).
   static void init_iteration(iteration_state& it, frame_state& f, std::int64_t number) {
     const frame_info& info = *f.info;
     const auto n = static_cast<std::size_t>(info.num_nodes);
     it.frame = &f;
     it.number = number;
-    it.slots.resize(static_cast<std::size_t>(info.num_slots));
-    it.nodes = std::make_unique_for_overwrite<iteration_state::node_state[]>(n);
+    if (it.nodes) {
+      it.outstanding.store(0, std::memory_order_relaxed);
+      it.child_frames = 0;
+      it.children.clear();
+    } else {
+      it.slots.resize(static_cast<std::size_t>(info.num_slots));
+      it.nodes = std::make_unique_for_overwrite<iteration_state::node_state[]>(n);
+    }
     for (std::size_t i = 0; i < n; ++i) {
       auto& s = it.nodes[i];
       s.pending.store(info.initial_pending[i], std::memory_order_relaxed);
@@ -894,7 +906,9 @@ class step final : rendezvous::receiver {
           if (oldest.outstanding.load(std::memory_order_acquire) != 0 || oldest.child_frames != 0 ||
               (oldest.number == 0 && f->pending_enters != 0))
             break;
-          f->iterations.pop_front();
+          iteration_state* retired = f->iterations.take_front();
+          clear(retired->slots);  // values nothing consumed (none, in a loop that ran to its end)
+          f->spare.reset(retired);  // its arrays for the next iteration
           ++f->first;
           if (!f->deferred.empty() && static_cast<std::int64_t>(f->iterations.size()) < f->info->parallel_iterations) {
             iteration_state* next = start_iteration(*f, ready);
