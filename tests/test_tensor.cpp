@@ -229,6 +229,31 @@ class recording_allocator final : public allocator {
 };
 }  // namespace
 
+TEST_CASE("a reset tensor is a default one, its buffer released, and takes the next assignment") {
+  cpu_allocator a;
+  tensor t(dtype::float32, {3, 4}, a);
+  tensor shared = t;  // a second reference: reset releases one
+  CHECK(a.bytes_in_use() == 48);
+  t.reset();
+  CHECK_FALSE(t.valid());
+  CHECK(t.dtype() == dtype::invalid);
+  CHECK(t.shape() == shape{});
+  CHECK(t.shape().is_scalar());
+  CHECK(a.bytes_in_use() == 48);  // still held by `shared`
+  shared.reset();
+  CHECK(a.bytes_in_use() == 0);
+  t = tensor::of<float>({2, 2}, {1, 2, 3, 4});
+  CHECK(t.shape() == shape{2, 2});
+  CHECK(t.to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+  t.reset();
+  t.reset();  // twice: still a default tensor
+  CHECK_FALSE(t.valid());
+  shape s{5, 6, 7};
+  s.clear();
+  CHECK(s == shape{});
+  CHECK(s.num_elements() == 1);
+}
+
 TEST_CASE("the cpu allocator keeps small freed buffers for its thread's next ones of their size") {
   cpu_allocator a;
   // Sizes round to 64 bytes; the freed block of a size is the next one of that size here.

@@ -860,6 +860,9 @@ class shape {
   }
   /// Whether the rank is 0.
   bool is_scalar() const noexcept { return dims_.empty(); }
+  /// Makes it a scalar's shape, keeping the dims' storage for a later assignment (the
+  /// executor's input slots, refilled step after step, allocate nothing).
+  void clear() noexcept { dims_.clear(); }
 
   /// Equal when the dims are.
   friend bool operator==(const shape&, const shape&) = default;
@@ -1126,6 +1129,14 @@ class tensor {
   }
   ~tensor() {
     if (buf_) buf_->unref();
+  }
+  /// Makes it invalid, as a default tensor, releasing its buffer; its shape keeps its
+  /// storage, so a tensor assigned to it next allocates nothing for its dims.
+  void reset() noexcept {
+    if (detail::buffer* old = std::exchange(buf_, nullptr)) old->unref();
+    dtype_ = dtype::invalid;
+    shape_.clear();
+    data_ = nullptr;
   }
   /// Exchanges dtype, shape and buffer with o.
   void swap(tensor& o) noexcept {
@@ -13039,6 +13050,12 @@ struct entry {
   tensor value;                             ///< the tensor (empty for a reference)
   std::shared_ptr<resource_variable> ref;  ///< the variable, for a reference edge ("Ref(T)")
   bool dead = false;                        ///< whether the value is dead (an untaken branch's)
+  /// Empties it, as a default entry (the tensor keeps its shape's storage: tensor::reset).
+  void reset() noexcept {
+    value.reset();
+    ref.reset();
+    dead = false;
+  }
 };
 
 /// Step cancellation. Async kernels that wait register a callback; cancel() runs each once.
@@ -14193,7 +14210,7 @@ class step final : rendezvous::receiver {
         large_.assign(n, entry{});
         return large_;
       }
-      for (std::size_t i = 0; i < n; ++i) small_[i] = entry{};  // a failed kernel may have left values
+      for (std::size_t i = 0; i < n; ++i) small_[i].reset();  // a failed kernel may have left values
       return {small_.data(), n};
     }
 
@@ -14521,7 +14538,7 @@ class step final : rendezvous::receiver {
   }
 
   static void clear(std::span<entry> inputs) {
-    for (auto& in : inputs) in = entry{};
+    for (auto& in : inputs) in.reset();  // (a slot keeps its shape's storage for the next step)
   }
 
   /// A node of `it` becomes ready.

@@ -53,6 +53,9 @@ class shape {
   }
   /// Whether the rank is 0.
   bool is_scalar() const noexcept { return dims_.empty(); }
+  /// Makes it a scalar's shape, keeping the dims' storage for a later assignment (the
+  /// executor's input slots, refilled step after step, allocate nothing).
+  void clear() noexcept { dims_.clear(); }
 
   /// Equal when the dims are.
   friend bool operator==(const shape&, const shape&) = default;

@@ -197,6 +197,14 @@ class tensor {
   ~tensor() {
     if (buf_) buf_->unref();
   }
+  /// Makes it invalid, as a default tensor, releasing its buffer; its shape keeps its
+  /// storage, so a tensor assigned to it next allocates nothing for its dims.
+  void reset() noexcept {
+    if (detail::buffer* old = std::exchange(buf_, nullptr)) old->unref();
+    dtype_ = dtype::invalid;
+    shape_.clear();
+    data_ = nullptr;
+  }
   /// Exchanges dtype, shape and buffer with o.
   void swap(tensor& o) noexcept {
     std::swap(dtype_, o.dtype_);

@@ -375,7 +375,7 @@ class step final : rendezvous::receiver {
         large_.assign(n, entry{});
         return large_;
       }
-      for (std::size_t i = 0; i < n; ++i) small_[i] = entry{};  // a failed kernel may have left values
+      for (std::size_t i = 0; i < n; ++i) small_[i].reset();  // a failed kernel may have left values
       return {small_.data(), n};
     }
 
@@ -703,7 +703,7 @@ class step final : rendezvous::receiver {
   }
 
   static void clear(std::span<entry> inputs) {
-    for (auto& in : inputs) in = entry{};
+    for (auto& in : inputs) in.reset();  // (a slot keeps its shape's storage for the next step)
   }
 
   /// A node of `it` becomes ready.

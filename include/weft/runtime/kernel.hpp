@@ -34,6 +34,12 @@ struct entry {
   tensor value;                             ///< the tensor (empty for a reference)
   std::shared_ptr<resource_variable> ref;  ///< the variable, for a reference edge ("Ref(T)")
   bool dead = false;                        ///< whether the value is dead (an untaken branch's)
+  /// Empties it, as a default entry (the tensor keeps its shape's storage: tensor::reset).
+  void reset() noexcept {
+    value.reset();
+    ref.reset();
+    dead = false;
+  }
 };
 
 /// Step cancellation. Async kernels that wait register a callback; cancel() runs each once.
