@@ -14332,8 +14332,8 @@ class step final : rendezvous::receiver {
 
   /// An async kernel: its done callback hands on what it made ready. Done within
   /// compute_async (a queue that had the element), they join `inline_ready`, the queue of the
-  /// process() loop that started it, rather than a nested process(): a loop of such nodes
-  /// would otherwise nest one call an iteration.
+  /// process() loop that started it, rather than a process() call nested in the kernel's
+  /// (which made a node queue of its own for them).
   void start_async(tagged_node tn, const exec_node& xn, std::span<entry> inputs, node_queue& inline_ready) {
     struct async_state {
       std::vector<entry> outputs;
