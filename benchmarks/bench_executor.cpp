@@ -74,8 +74,8 @@ BENCHMARK(BM_chain_add)->Unit(benchmark::kMicrosecond);
 
 // A step's fixed cost: one scalar Add, the executable cached, on the calling thread alone
 // (Arg 0) or with the session's inter-op pool (Arg 1). What a GPU node's step adds to its
-// kernel's launch. allocs_per_step: the step's heap allocations (operator new), the
-// output's buffer and the fetched vector included.
+// kernel's launch. allocs_per_step: the step's calls of operator new, the vectors of
+// fetches and results included; tensor buffers come from the CPU allocator, not counted.
 static void BM_one_node_step(benchmark::State& state) {
   graph g;
   const node& y = g.op("Add", {g.constant(tensor::scalar(1.0f)), g.constant(tensor::scalar(2.0f))});
