@@ -157,6 +157,9 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
   CHECK(gpu_dtypes("Cast").second.size() == 15);  // every dtype but string
   CHECK(gpu_dtypes("Select").second.size() == 8);  // both forms, every arithmetic GPU dtype
   CHECK(gpu_dtypes("RandomUniform").first == "dtype");
+  // A session's folds of MatMul (graph/passes/fuse_matmul.hpp) whose kernels a GPU has.
+  CHECK(gpu_dtypes("_FusedMatMulBiasAdd").second == std::vector<dtype>{dtype::bfloat16, dtype::float32});
+  CHECK(gpu_dtypes("_FusedMatMulReluGrad").second == std::vector<dtype>{dtype::bfloat16, dtype::float32});
 }
 
 // The differential test ([gpu], below) compares an op only where the CPU runs it on the
@@ -165,7 +168,7 @@ TEST_CASE("the differential test's random inputs run every op with a GPU kernel 
   // The convolution case's ops; Variable and AccumulatorPop, the CPU's kernels registered on
   // the GPU (they move no data: the training-step case and the loops use them).
   const std::set<std::string> own_case{"BiasAdd", "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "AvgPoolGrad",
-                                       "Variable", "AccumulatorPop"};
+                                       "Variable", "AccumulatorPop", "_FusedMatMulBiasAdd", "_FusedMatMulReluGrad"};
   std::vector<std::string> never;
   for (const auto& op : test::runnable_ops()) {
     const auto [attr, types] = gpu_dtypes(op);
@@ -607,6 +610,164 @@ TEST_CASE("cuBLASLt products at any alignment, transposed, in strided batches wi
               CHECK(wrong == 0);
             }
           }
+}
+
+// The random inputs of the differential test almost never fit a fused product (three
+// operands of matching shapes); these do.
+TEST_CASE("the fused products on the GPU equal MatMul with BiasAdd and Relu or with ReluGrad on the CPU", "[gpu]") {
+  struct dims {
+    std::int64_t m, k, n;
+  };
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> value(-1, 1);
+  auto random = [&](std::vector<std::int64_t> d) {
+    std::vector<float> v(static_cast<std::size_t>(shape(d).num_elements()));
+    for (float& x : v) x = value(rng);
+    return tensor::from_vector(v, shape(d));
+  };
+  for (dtype t : {dtype::float32, dtype::bfloat16})
+    for (const dims d : {dims{5, 7, 3}, dims{64, 33, 17}, dims{130, 256, 96}, dims{0, 4, 3}, dims{3, 0, 2}, dims{2, 3, 0}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (bool relu : {false, true}) {
+            INFO(t << " m " << d.m << " k " << d.k << " n " << d.n << " transpose_a " << ta << " transpose_b " << tb
+                   << " relu " << relu);
+            graph g;
+            auto cast = [&](const tensor& v, const char* name) {
+              return g.op("Cast", {g.constant(v, name).out(0)}, {{"DstT", t}}).out(0);
+            };
+            const output a = cast(random(ta ? std::vector{d.k, d.m} : std::vector{d.m, d.k}), "a");
+            const output b = cast(random(tb ? std::vector{d.n, d.k} : std::vector{d.k, d.n}), "b");
+            const output bias = cast(random({d.n}), "bias");
+            const output features = cast(random({d.m, d.n}), "features");
+            const attr_map product{{"transpose_a", ta}, {"transpose_b", tb}};
+            output plain_bias, plain_mask;
+            {
+              auto on_cpu = g.device_scope("/device:CPU:0");
+              const output p = g.op("MatMul", {a, b}, product).out(0);
+              plain_bias = g.op("BiasAdd", {p, bias}).out(0);
+              if (relu) plain_bias = g.op("Relu", {plain_bias}).out(0);
+              plain_mask = g.op("ReluGrad", {g.op("MatMul", {a, b}, product).out(0), features}).out(0);
+            }
+            attr_map with_relu = product;
+            with_relu.set("relu", relu);
+            const node& fused_bias =
+                g.op("_FusedMatMulBiasAdd", {a, b, bias}, with_relu, node_options("fused_bias").on("/device:GPU:0"));
+            const node& fused_mask =
+                g.op("_FusedMatMulReluGrad", {a, b, features}, product, node_options("fused_mask").on("/device:GPU:0"));
+            session_options o;
+            o.device_count = {{"GPU", 1}};
+            o.fuse_matmul = false;  // the CPU's side unfused
+            session s(g, o);
+            const auto r = s.run({}, {plain_bias, fused_bias, plain_mask, fused_mask});
+            CHECK(difference(r[1], r[0]) == "");
+            CHECK(difference(r[3], r[2]) == "");
+          }
+}
+
+TEST_CASE("a product's bias and ReLU run in cuBLASLt's epilogue at an aligned bias and in two passes at another", "[gpu]") {
+  const cuda::gpu_device gpu(0, 1);
+  const std::int64_t m = 6, n = 5, k = 7;
+  // Small integers: exact in float32 and bfloat16, so the results compare exactly.
+  std::mt19937 rng(3);
+  std::vector<float> av(static_cast<std::size_t>(m * k)), bv(static_cast<std::size_t>(k * n)), biasv(static_cast<std::size_t>(n));
+  for (float& v : av) v = float(rng() % 5) - 2;
+  for (float& v : bv) v = float(rng() % 5) - 2;
+  for (float& v : biasv) v = float(rng() % 9) - 4;
+  for (dtype t : {dtype::float32, dtype::bfloat16})
+    for (std::int64_t offset : {0, 1})  // a bias one element past the allocator's alignment: two passes
+      for (bool relu : {false, true}) {
+        INFO(t << " bias offset " << offset << " relu " << relu);
+        auto on_device = [&](const std::vector<float>& v, std::int64_t skip) {
+          std::vector<float> padded(static_cast<std::size_t>(skip), 0.0f);
+          padded.insert(padded.end(), v.begin(), v.end());
+          const tensor host = tensor::from_vector(padded);
+          graph h;
+          const output c = h.op("Cast", {h.constant(host).out(0)}, {{"DstT", t}}).out(0);
+          const tensor cast = session(h).run({}, {c}).at(0);
+          tensor d(t, cast.shape(), gpu.get_allocator());
+          cuda::check(cudaMemcpy(d.raw_data(), cast.raw_data(), cast.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
+          return d;
+        };
+        const tensor a = on_device(av, 0), b = on_device(bv, 0), bias = on_device(biasv, offset);
+        tensor c(t, shape{m, n}, gpu.get_allocator());
+        const void* bias_at = static_cast<const char*>(bias.raw_data()) + offset * static_cast<std::int64_t>(size_of(t));
+        for (int twice = 0; twice < 2; ++twice) {  // the second call takes the kept plan
+          const bool in_epilogue = cuda::gemm(gpu, t, false, false, m, n, k, a.raw_data(), k, b.raw_data(), n, c.raw_data(),
+                                              1, 0, 0, 0, {bias_at, relu});
+          CHECK(in_epilogue == (offset == 0));
+          gpu.synchronize();
+          tensor out(t, shape{m, n});
+          cuda::check(cudaMemcpy(out.raw_data(), c.raw_data(), c.bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+          const std::vector<double> got = as_doubles(out);
+          int wrong = 0;
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j) {
+              double want = biasv[static_cast<std::size_t>(j)];
+              for (std::int64_t l = 0; l < k; ++l)
+                want += double(av[static_cast<std::size_t>(i * k + l)]) * double(bv[static_cast<std::size_t>(l * n + j)]);
+              if (relu) want = std::max(want, 0.0);
+              wrong += got[static_cast<std::size_t>(i * n + j)] != want;
+            }
+          CHECK(wrong == 0);
+        }
+      }
+}
+
+TEST_CASE("a dense network on the GPU folds its bias, ReLU and ReluGrad into the products and trains as on the CPU", "[gpu]") {
+  auto build = [](graph& g, bool gpu) {
+    auto& x = g.placeholder(dtype::float32, {8, 5}, "x");
+    auto& labels = g.placeholder(dtype::int32, {8}, "labels");
+    auto scope = g.device_scope(gpu ? "/device:GPU:0" : "/device:CPU:0");
+    auto& w1 = g.variable(dtype::float32, {5, 16}, "w1");
+    auto& b1 = g.variable(dtype::float32, {16}, "b1");
+    auto& w2 = g.variable(dtype::float32, {16, 3}, "w2");
+    auto& b2 = g.variable(dtype::float32, {3}, "b2");
+    std::vector<float> w1v(80), w2v(48);
+    for (std::size_t i = 0; i < w1v.size(); ++i) w1v[i] = 0.3f * std::sin(static_cast<float>(i));
+    for (std::size_t i = 0; i < w2v.size(); ++i) w2v[i] = 0.3f * std::cos(static_cast<float>(i));
+    std::vector<int> inits;
+    inits.push_back(g.op("Assign", {w1, g.constant(tensor::from_vector(w1v, shape{5, 16}))}).id());
+    inits.push_back(g.op("Assign", {b1, g.constant(tensor::filled(shape{16}, 0.05f))}).id());
+    inits.push_back(g.op("Assign", {w2, g.constant(tensor::from_vector(w2v, shape{16, 3}))}).id());
+    inits.push_back(g.op("Assign", {b2, g.constant(tensor::filled(shape{3}, -0.1f))}).id());
+    const output h = g.op("Relu", {g.op("BiasAdd", {g.op("MatMul", {x, w1}).out(0), b1.out(0)}).out(0)}, {}, "h").out(0);
+    const output logits = g.op("BiasAdd", {g.op("MatMul", {h, w2}).out(0), b2.out(0)}, {}, "logits").out(0);
+    const output loss = g.op("Mean", {g.op("SparseSoftmaxCrossEntropyWithLogits", {logits, labels}).out(0),
+                                      g.constant(tensor::scalar(0)).out(0)}, {}, "loss").out(0);
+    const auto t = train::minimize(g, loss, {w1.out(0), b1.out(0), w2.out(0), b2.out(0)}, train::sgd{0.5});
+    return std::tuple(x.out(0), labels.out(0), loss, t.step.id(), inits);
+  };
+  std::vector<float> xs(40);
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(static_cast<float>(i));
+  const tensor xv = tensor::from_vector(xs, shape{8, 5});
+  const tensor lv = tensor::of<std::int32_t>({8}, {0, 1, 2, 0, 1, 2, 0, 1});
+  std::vector<float> losses[2];
+  for (int gpu = 0; gpu < 2; ++gpu) {
+    graph g;
+    auto [x, labels, loss, step, inits] = build(g, gpu);
+    session_options o;
+    if (gpu) o.device_count = {{"GPU", 1}};
+    session s(g, o);
+    std::vector<endpoint> init_targets;
+    for (int id : inits) init_targets.emplace_back(g.at(id));
+    s.run(init_targets);
+    for (int i = 0; i < 5; ++i) {
+      run_metadata meta;
+      s.run({{x, xv}, {labels, lv}}, {}, {g.at(step)}, {.trace = i == 0}, &meta);
+      if (i == 0) {
+        std::multiset<std::string> ops;
+        for (const auto& n : meta.stats.nodes) ops.insert(n.op + (n.device.find("GPU") != std::string::npos ? " GPU" : " CPU"));
+        const std::string where = gpu ? " GPU" : " CPU";
+        CHECK(ops.count("_FusedMatMulBiasAdd" + where) == 2);  // h with its ReLU, logits without
+        CHECK(ops.count("_FusedMatMulReluGrad" + where) == 1);  // h's gradient
+        CHECK(ops.count("BiasAdd" + where) == 0);
+      }
+      losses[gpu].push_back(s.run({{x, xv}, {labels, lv}}, {loss}).at(0).scalar_value<float>());
+    }
+  }
+  for (int i = 0; i < 5; ++i) CHECK(losses[1][static_cast<std::size_t>(i)] == Approx(losses[0][static_cast<std::size_t>(i)]).epsilon(1e-4));
+  CHECK(losses[1][4] < losses[1][0]);
 }
 
 TEST_CASE("the GPU's caching allocator under many sizes, and its out-of-memory error", "[gpu]") {

@@ -319,9 +319,31 @@ struct xpu_neg final : op_kernel {
   }
 };
 
+// _FusedMatMulBiasAdd on the XPU, float32 only: relu(a b + bias) by naive loops, no
+// transposes (the session's fold asks for the kernel of every device type it has).
+struct xpu_fused_matmul_bias_add final : op_kernel {
+  explicit xpu_fused_matmul_bias_add(const node& n) : relu_(n.attr<bool>("relu")) {
+    if (n.attr<bool>("transpose_a") || n.attr<bool>("transpose_b")) fail(error_code::unimplemented, "XPU: transposes");
+  }
+  void compute(kernel_context& ctx) const override {
+    const tensor &a = ctx.input(0), &b = ctx.input(1), &bias = ctx.input(2);
+    const std::int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+    tensor& out = ctx.allocate_output(0, shape{m, n});
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        float v = bias.data<float>()[j];
+        for (std::int64_t l = 0; l < k; ++l) v += a.data<float>()[i * k + l] * b.data<float>()[l * n + j];
+        out.data<float>()[i * n + j] = relu_ && v < 0 ? 0.0f : v;
+      }
+  }
+  bool relu_;
+};
+
 void register_xpu() {
   static const bool once = [] {
     kernel_registry::global().add("Neg", "XPU", {"T", dtype::float32}, &make_kernel<xpu_neg>);
+    kernel_registry::global().add(ops::fused_matmul_bias_add_op, "XPU", {"T", dtype::float32},
+                                  &make_kernel<xpu_fused_matmul_bias_add>);
     device_factory f;
     f.available = [] { return device_factory::availability{1, ""}; };
     f.create = [](int index, int threads, std::size_t) { return std::make_unique<xpu_device>(index, threads); };
@@ -369,6 +391,49 @@ TEST_CASE("a device of its own memory gets feeds and Recvs copied in, and fetche
   session l(g, lossy);
   r = l.run({{x, tensor::of<float>({3}, {1.5f, -2, 3})}, {p, tensor::scalar(true)}}, {c});
   CHECK(r[0].to_vector<float>() == std::vector<float>{-1.5f, 2, -3});
+}
+
+TEST_CASE("a session folds MatMul with its bias and ReLU where every device type has the fused kernel, and not otherwise") {
+  using namespace devices_xpu;
+  register_xpu();
+  graph g;
+  auto& x = g.placeholder(dtype::float32, {2, 3}, "x");
+  auto& w = g.constant(tensor::of<float>({3, 2}, {1, -1, 2, 0, -1, 3}), "w");
+  auto& bias = g.constant(tensor::of<float>({2}, {0.5f, -4}), "bias");
+  output y;
+  {
+    auto scope = g.device_scope("/device:XPU:0");
+    y = g.op("Relu", {g.op("BiasAdd", {g.op("MatMul", {x, w}), bias})}, {}, "y").out(0);
+  }
+  // On the CPU: the XPU has no _FusedMatMulReluGrad, so this ReluGrad stays as it is, and
+  // a bfloat16 product, whose fused kernel the XPU lacks, keeps its BiasAdd.
+  auto& features = g.constant(tensor::of<float>({2, 2}, {1, -1, 0, 2}), "features");
+  auto& w2 = g.constant(tensor::of<float>({3, 2}, {1, 0, 0, 1, 1, 1}), "w2");
+  const output z = g.op("ReluGrad", {g.op("MatMul", {x, w2}), features}, {}, "z").out(0);
+  auto& xb = g.op("Cast", {x}, {{"DstT", dtype::bfloat16}});
+  auto& wb = g.op("Cast", {w}, {{"DstT", dtype::bfloat16}});
+  auto& biasb = g.op("Cast", {bias}, {{"DstT", dtype::bfloat16}});
+  const output yb = g.op("BiasAdd", {g.op("MatMul", {xb, wb}), biasb}, {}, "yb").out(0);
+  session_options o;
+  o.device_count = {{"XPU", 1}};
+  o.inter_op_threads = 0;
+  session s(g, o);
+  run_metadata meta;
+  const auto r = s.run({{x, tensor::of<float>({2, 3}, {1, 2, 3, -1, 0, 1})}}, {y, z, yb}, {}, {.trace = true}, &meta);
+  std::multiset<std::string> ran;
+  for (const auto& n : meta.stats.nodes) ran.insert(n.node + " (" + n.op + ") " + n.device.substr(n.device.rfind(':') - 3));
+  INFO([&] {
+    std::string all;
+    for (const auto& n : ran) all += n + "\n";
+    return all;
+  }());
+  CHECK(ran.count("y (_FusedMatMulBiasAdd) XPU:0") == 1);
+  CHECK(ran.count("z (ReluGrad) CPU:0") == 1);
+  CHECK(ran.count("yb (BiasAdd) CPU:0") == 1);
+  // x w = [[2, 8], [-2, 4]] by hand; + bias = [[2.5, 4], [-1.5, 0]]; ReLU: [[2.5, 4], [0, 0]].
+  CHECK(r[0].to_vector<float>() == std::vector<float>{2.5f, 4, 0, 0});
+  CHECK(r[1].to_vector<float>() == std::vector<float>{4, 0, 0, 1});  // x w2 = [[4, 5], [0, 1]] where features > 0
+  CHECK(r[2].dtype() == dtype::bfloat16);
 }
 
 TEST_CASE("session_options::device_count asks for devices by type, with errors that say what is missing") {

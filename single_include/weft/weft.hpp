@@ -10671,8 +10671,9 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 /// step that consumes it, and (mixed precision) the float32 Adam step on its cast to float32.
 ///
 /// A session does all four for each signature it builds, on its own copy of the graph, where
-/// every device is a CPU and the fused kernels are registered (runtime/session.hpp,
-/// session_options::fuse_matmul). A fused node takes the id, name, device and colocation of
+/// the fused op's kernel of the product's dtype is registered for every device type of the
+/// session (runtime/session.hpp, session_options::fuse_matmul): the CPU has all four, the GPU
+/// _FusedMatMulBiasAdd (cuBLASLt's bias epilogue) and _FusedMatMulReluGrad. A fused node takes the id, name, device and colocation of
 /// the last node it replaces (graph::replace), with the control inputs of all of them:
 /// fetches, targets and control edges that named it still do, and the nodes before it, left
 /// without a consumer, are pruned.
@@ -15526,8 +15527,8 @@ struct session_options {
   /// the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
   bool eliminate_common_subexpressions = true;
   /// Folding into a float or bfloat16 MatMul what alone reads its product, when a signature's
-  /// executable is built, on the session's own copy of the graph, where every device is a CPU
-  /// (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, or the ReluGrad that reads
+  /// executable is built, on the session's own copy of the graph, where the fused kernel is
+  /// registered for every device type of the session (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, or the ReluGrad that reads
   /// it, applied in the product's output pass, and a weight's gradient-descent step, one GEMM
   /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
   /// back), or mixed precision's Adam step on a bfloat16 product's float sums. Results
@@ -15720,12 +15721,11 @@ class session {
     x->source = source;
     // Updates folded into their products run on a copy of the graph with the same ids.
     std::shared_ptr<const graph> g = source;
-    if (fuse_matmul_ && all_cpu()) {
-      // Each fold where the fused op's kernel of the product's dtype is registered.
+    if (fuse_matmul_) {
+      // Each fold where the fused op's kernel of the product's dtype is registered for every
+      // device type of the session: wherever the placer puts the fused node, it runs.
       const auto registered = [&](auto found, const char* op) {
-        std::erase_if(found, [&](const auto& f) {
-          return !kernel_registry::global().has(op, "CPU", {"T", g->at(f.matmul).template attr<dtype>("T")});
-        });
+        std::erase_if(found, [&](const auto& f) { return !registered_everywhere(op, g->at(f.matmul).template attr<dtype>("T")); });
         return found;
       };
       auto u = registered(passes::fusable_updates(*g, user_fed, fetched, targets), ops::fused_matmul_gradient_descent_op);
@@ -15734,11 +15734,10 @@ class session {
       auto convs = registered(passes::fusable_conv_biases(*g, user_fed, fetched, targets), ops::fused_conv2d_bias_add_op);
       auto pools = passes::fusable_pool_relu_grads(*g, user_fed, fetched, targets);
       std::erase_if(pools, [&](const passes::fusable_pool_relu_grad& f) {
-        return !kernel_registry::global().has(ops::fused_max_pool_grad_relu_grad_op, "CPU",
-                                              {"T", g->at(f.relu_grad).attr<dtype>("T")});
+        return !registered_everywhere(ops::fused_max_pool_grad_relu_grad_op, g->at(f.relu_grad).attr<dtype>("T"));
       });
       // Mixed precision's Adam steps (float32 state, a bfloat16 product): the kernel of float32.
-      auto adams = kernel_registry::global().has(ops::fused_matmul_adam_op, "CPU", {"T", dtype::float32})
+      auto adams = registered_everywhere(ops::fused_matmul_adam_op, dtype::float32)
                        ? passes::fusable_adams(*g, user_fed, fetched, targets)
                        : std::vector<passes::fusable_adam>{};
       if (!u.empty() || !b.empty() || !r.empty() || !adams.empty() || !convs.empty() || !pools.empty()) {
@@ -15899,11 +15898,12 @@ class session {
     return x;
   }
 
-  /// Whether every device of the session is a CPU: the fused MatMul kernels are the CPU's
-  /// (graph/passes/fuse_matmul.hpp; each is registered with MatMul's or ApplyGradientDescent's
-  /// float and bfloat16 kernels, and a session folds only into those registered).
-  bool all_cpu() const {
-    return std::all_of(devices_.begin(), devices_.end(), [](const auto& d) { return d->type() == "CPU"; });
+  /// Whether op's kernel of T = t is registered for every device type of the session: a
+  /// session folds into a fused op (graph/passes/fuse_matmul.hpp) only then (the CPU has them
+  /// all; the GPU has _FusedMatMulBiasAdd and _FusedMatMulReluGrad).
+  bool registered_everywhere(const char* op, dtype t) const {
+    return std::all_of(devices_.begin(), devices_.end(),
+                       [&](const auto& d) { return kernel_registry::global().has(op, d->type(), {"T", t}); });
   }
 
   /// The placement's simulated times by exec node (fed values at 0) and the cluster's
@@ -23268,6 +23268,35 @@ struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
 #include <type_traits>
 
 /// @file
+/// The dims of a matrix product op(a) op(b), device-neutral: the fused products' kernels on
+/// the CPU (kernels/cpu/matmul.hpp, kernels/cpu/training.hpp) and on the GPU
+/// (cuda/kernels.hpp) check their operands here, with the same error.
+
+#include <cstdint>
+
+
+namespace weft {
+
+/// m, k and n of a product op(a)(m, k) op(b)(k, n).
+struct product_dims {
+  std::int64_t m;  ///< rows of op(a)
+  std::int64_t k;  ///< columns of op(a), rows of op(b)
+  std::int64_t n;  ///< columns of op(b)
+};
+
+/// The dims of op(a) op(b) for operands of shapes a and b, transposed where asked: fails
+/// naming both shapes unless both are matrices with equal inner dimensions.
+inline product_dims matrix_product_dims(const shape& a, const shape& b, bool ta, bool tb) {
+  if (a.rank() != 2 || b.rank() != 2)
+    fail(error_code::invalid_argument, "inputs a and b must be matrices, got shapes ", a, " and ", b);
+  const product_dims d{a[ta ? 1 : 0], a[ta ? 0 : 1], b[tb ? 0 : 1]};
+  if (const std::int64_t kb = b[tb ? 1 : 0]; d.k != kb)
+    fail(error_code::invalid_argument, "inner dimensions differ (", d.k, " vs ", kb, "; shapes ", a, " and ", b, ")");
+  return d;
+}
+
+}  // namespace weft
+/// @file
 /// weft's bfloat16 GEMM for x86-64 CPUs with AVX-512 BF16 (AMD Zen 4 and later, Intel Cooper
 /// Lake and Sapphire Rapids), chosen at run time like sgemm.hpp's blocks: out (float) =
 /// op(a) * op(b) with a and b in bfloat16. vdpbf16ps multiplies pairs of bfloat16 values
@@ -25177,24 +25206,6 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
-/// m, k and n of a product op(a)(m, k) op(b)(k, n).
-struct product_dims {
-  std::int64_t m;  ///< rows of op(a)
-  std::int64_t k;  ///< columns of op(a), rows of op(b)
-  std::int64_t n;  ///< columns of op(b)
-};
-/// The dims of op(a) op(b), a and b transposed where asked: the fused products' check, which
-/// fails naming both shapes unless both are matrices with equal inner dimensions.
-inline product_dims matrix_product_dims(const tensor& a, const tensor& b, bool ta, bool tb) {
-  if (a.rank() != 2 || b.rank() != 2)
-    fail(error_code::invalid_argument, "inputs a and b must be matrices, got shapes ", a.shape(), " and ", b.shape());
-  const product_dims d{a.shape()[ta ? 1 : 0], a.shape()[ta ? 0 : 1], b.shape()[tb ? 0 : 1]};
-  if (const std::int64_t kb = b.shape()[tb ? 1 : 0]; d.k != kb)
-    fail(error_code::invalid_argument, "inner dimensions differ (", d.k, " vs ", kb, "; shapes ", a.shape(), " and ",
-         b.shape(), ")");
-  return d;
-}
-
 /// The CPU kernel of _FusedMatMulBiasAdd (float or bfloat16): the product, then the bias and,
 /// when `relu`, max(x, 0), applied to each block of the output as its sum completes (in
 /// bfloat16, to the float sum, rounded once: bgemm_output).
@@ -25207,7 +25218,7 @@ struct fused_matmul_bias_add_kernel final : op_kernel {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& bias = ctx.input(2);
-    const auto [m, k, n] = matrix_product_dims(a, b, ta_, tb_);
+    const auto [m, k, n] = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
     if (bias.rank() != 1 || bias.shape()[0] != n)
       fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
     tensor& out = ctx.allocate_output(0, shape{m, n});
@@ -25241,7 +25252,7 @@ struct fused_matmul_relu_grad_kernel final : op_kernel {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& features = ctx.input(2);
-    const auto [m, k, n] = matrix_product_dims(a, b, ta_, tb_);
+    const auto [m, k, n] = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
     if (features.shape() != shape{m, n})
       fail(error_code::invalid_argument, "the features of shape ", features.shape(), " do not match the product's shape ",
            shape{m, n});
@@ -29092,7 +29103,7 @@ struct fused_matmul_gradient_descent_kernel final : op_kernel {
     const tensor& b = ctx.input(3);
     if (alpha.num_elements() != 1)
       fail(error_code::invalid_argument, "input 1 (alpha) must be a scalar, got shape ", alpha.shape());
-    const product_dims d = matrix_product_dims(a, b, ta_, tb_);
+    const product_dims d = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
     const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
     const float rate = static_cast<float>(alpha.data<T>()[0]);
     state::update_in_place({var.get()}, [&](const std::vector<tensor*>& values) {
@@ -29162,7 +29173,7 @@ struct fused_matmul_adam_kernel final : op_kernel {
     }
     const tensor& a = ctx.input(adam::refs + adam::scalars);
     const tensor& b = ctx.input(adam::refs + adam::scalars + 1);
-    const product_dims d = matrix_product_dims(a, b, ta_, tb_);
+    const product_dims d = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
     const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
     state::update_in_place(vars, [&](const std::vector<tensor*>& values) {
       for (int i = 0; i < adam::refs; ++i)

@@ -295,6 +295,9 @@ struct lt_geometry {
   std::int64_t stride_second;         ///< A's batch stride in elements (0 for one product)
   std::int64_t stride_result;         ///< the result's batch stride in elements (0 for one product)
   std::uint32_t alignment;            ///< the pointers' and strides' common alignment in bytes (at most 256)
+  /// What the output pass adds: CUBLASLT_EPILOGUE_DEFAULT (nothing), _BIAS (a bias per row of
+  /// the column-major result: per column of the row-major product) or _RELU_BIAS.
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   /// Geometries order member by member (a map's key).
   auto operator<=>(const lt_geometry&) const = default;
 };
@@ -319,9 +322,14 @@ class lt_plan {
 
   /// Whether cuBLASLt has an algorithm for the geometry.
   bool usable() const noexcept { return usable_; }
-  /// Enqueues result = alpha op(first) op(second) + beta result on `stream` (column-major).
+  /// Enqueues result = alpha op(first) op(second) + beta result on `stream` (column-major),
+  /// then the geometry's epilogue with `bias` (its rows' values; null without an epilogue).
+  /// The bias pointer is an attribute of the shared descriptor: hold the library mutex.
   void run(cublasLtHandle_t lt, const void* alpha, const void* first, const void* second, const void* beta, void* result,
-           void* workspace, std::size_t workspace_bytes, cudaStream_t stream) const {
+           const void* bias, void* workspace, std::size_t workspace_bytes, cudaStream_t stream) const {
+    if (bias)
+      check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+            "cublasLtMatmulDescSetAttribute");
     check(cublasLtMatmul(lt, op_, alpha, first, first_, second, second_, beta, result, result_, result, result_, &algo_,
                          workspace, workspace_bytes, stream),
           "cublasLtMatmul");
@@ -337,6 +345,9 @@ class lt_plan {
           "cublasLtMatmulDescSetAttribute");
     check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &g.op_second, sizeof g.op_second),
           "cublasLtMatmulDescSetAttribute");
+    if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT)  // the bias in the result's type (the attribute's default)
+      check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof g.epilogue),
+            "cublasLtMatmulDescSetAttribute");
     // The stored matrices, column-major: B^T is rows x inner (transposed: inner x rows), A^T
     // inner x cols (cols x inner), the result rows x cols.
     const bool t1 = g.op_first == CUBLAS_OP_T, t2 = g.op_second == CUBLAS_OP_T;
@@ -538,10 +549,11 @@ class gpu_device final : public device {
     }
     return found->second->usable() ? found->second.get() : nullptr;
   }
-  /// Runs `plan` (from lt_plan_for) on the compute stream with the workspace. Hold library_mutex().
+  /// Runs `plan` (from lt_plan_for) on the compute stream with the workspace, its epilogue
+  /// with `bias` (null: a plan without one). Hold library_mutex().
   void run_lt(const lt_plan& plan, const void* alpha, const void* first, const void* second, const void* beta,
-              void* result) const {
-    plan.run(lt_, alpha, first, second, beta, result, lt_workspace_.bytes() ? lt_workspace_.raw_data() : nullptr,
+              void* result, const void* bias = nullptr) const {
+    plan.run(lt_, alpha, first, second, beta, result, bias, lt_workspace_.bytes() ? lt_workspace_.raw_data() : nullptr,
              lt_workspace_.bytes(), compute_.get());
   }
   /// The cuBLASLt workspace a device asks for: 32 MiB, what NVIDIA advises for Hopper.

@@ -36,6 +36,7 @@
 
 #include <weft/core/broadcast.hpp>
 #include <weft/core/checked.hpp>
+#include <weft/core/product_dims.hpp>
 #include <weft/core/random_stream.hpp>
 #include <weft/cuda/check.hpp>
 #include <weft/cuda/device.hpp>
@@ -751,11 +752,23 @@ inline cudaDataType_t cuda_type_of(dtype t) {
   }
 }
 
+/// What a product's output pass adds (_FusedMatMulBiasAdd): a bias per column of the row-major
+/// result, then max(x, 0) where `relu`. Without a bias, nothing.
+struct gemm_epilogue {
+  const void* bias = nullptr;  ///< n values of the result's dtype in the device's memory
+  bool relu = false;           ///< max(x, 0) after the bias
+};
+
 /// C [m, n] = op(A) op(B), all row-major, through column-major cuBLAS: C^T = op(B)^T op(A)^T.
-/// lda, ldb: the stored rows' lengths. batch > 1: strided batches.
-inline void gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+/// lda, ldb: the stored rows' lengths. batch > 1: strided batches. An epilogue (one product
+/// only) is cuBLASLt's where it has an algorithm for it and the bias is 16-byte aligned (8 is
+/// not enough on an A100, as Marian found), else two passes of weft's own kernels after it.
+/// Returns whether the product's own pass applied the epilogue (cuBLASLt's).
+inline bool gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
                  std::int64_t k, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, void* c,
-                 std::int64_t batch = 1, std::int64_t stride_a = 0, std::int64_t stride_b = 0, std::int64_t stride_c = 0) {
+                 std::int64_t batch = 1, std::int64_t stride_a = 0, std::int64_t stride_b = 0, std::int64_t stride_c = 0,
+                 gemm_epilogue epilogue = {}) {
+  if (epilogue.bias && batch != 1) fail(error_code::internal, "a matrix product's epilogue is of one product, not ", batch);
   const cudaDataType_t type = cuda_type_of(t);
   const bool f64 = t == dtype::float64;
   const float one_f = 1, zero_f = 0;
@@ -780,8 +793,17 @@ inline void gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_
       alignment = std::min(alignment, align(static_cast<std::uintptr_t>(stride) * size));
   const lt_geometry geometry{type, op_b, op_a, n, m, k, ldb, lda, batch, batch > 1 ? stride_b : 0,
                              batch > 1 ? stride_a : 0, batch > 1 ? stride_c : 0, alignment};
-  if (const lt_plan* plan = g.lt_plan_for(geometry)) return g.run_lt(*plan, alpha, b, a, beta, c);
-  if (batch == 1) {
+  if (epilogue.bias && align(address(epilogue.bias)) >= 16) {
+    lt_geometry fused = geometry;
+    fused.epilogue = epilogue.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    if (const lt_plan* plan = g.lt_plan_for(fused)) {
+      g.run_lt(*plan, alpha, b, a, beta, c, epilogue.bias);
+      return true;
+    }
+  }
+  if (const lt_plan* plan = g.lt_plan_for(geometry)) {
+    g.run_lt(*plan, alpha, b, a, beta, c);
+  } else if (batch == 1) {
     check(cublasGemmEx(g.blas(), op_b, op_a, N, M, K, alpha, b, type, static_cast<int>(ldb), a, type,
                        static_cast<int>(lda), beta, c, type, N, compute, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
@@ -791,6 +813,12 @@ inline void gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_
                                      static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
           "cublasGemmStridedBatchedEx");
   }
+  if (!epilogue.bias) return false;
+  const launch::elem e = elem_of(t, "a matrix product's bias");
+  launch::bias_add_op(e, c, epilogue.bias, c, m, n, g.stream());
+  if (epilogue.relu) launch::unary_op(launch::unary::relu, e, c, c, m * n, g.stream());
+  launched("a matrix product's bias");
+  return false;
 }
 
 /// The GPU kernel of MatMul.
@@ -864,6 +892,74 @@ struct gpu_batch_matmul final : op_kernel {
  private:
   dtype t_;
   bool adj_x_, adj_y_;
+};
+
+/// The GPU kernel of _FusedMatMulBiasAdd (a session's rewrite of MatMul, BiasAdd and Relu:
+/// graph/passes/fuse_matmul.hpp): the product with cuBLASLt's bias (and ReLU) epilogue.
+struct gpu_fused_matmul_bias_add final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
+  explicit gpu_fused_matmul_bias_add(const node& n)
+      : t_(n.output_dtype(0)), transpose_a_(n.attr<bool>("transpose_a")), transpose_b_(n.attr<bool>("transpose_b")),
+        relu_(n.attr<bool>("relu")) {
+    (void)cuda_type_of(t_);
+  }
+  void compute(kernel_context& ctx) const override {
+    const tensor a = device_input(ctx, 0), b = device_input(ctx, 1), bias = device_input(ctx, 2);
+    const auto [m, k, n] = matrix_product_dims(a.shape(), b.shape(), transpose_a_, transpose_b_);
+    if (bias.rank() != 1 || bias.shape()[0] != n)
+      fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
+    tensor& c = ctx.allocate_output(0, shape{m, n});
+    if (c.num_elements() == 0) return;
+    const auto& g = gpu_of(ctx.device());
+    if (k == 0) {  // relu(0 + bias) in every row
+      const library_call call(g);
+      check(cudaMemsetAsync(c.raw_data(), 0, c.bytes(), g.stream()), "cudaMemsetAsync");
+      const launch::elem e = elem_of(t_, "a matrix product's bias");
+      launch::bias_add_op(e, c.raw_data(), bias.raw_data(), c.raw_data(), m, n, g.stream());
+      if (relu_) launch::unary_op(launch::unary::relu, e, c.raw_data(), c.raw_data(), m * n, g.stream());
+      launched("_FusedMatMulBiasAdd");
+      return;
+    }
+    (void)gemm(g, t_, transpose_a_, transpose_b_, m, n, k, a.raw_data(), a.shape()[1], b.raw_data(), b.shape()[1],
+               c.raw_data(), 1, 0, 0, 0, {bias.raw_data(), relu_});
+  }
+ private:
+  dtype t_;
+  bool transpose_a_, transpose_b_, relu_;
+};
+
+/// The GPU kernel of _FusedMatMulReluGrad (a session's rewrite of ReluGrad(MatMul(a, b),
+/// features)): the product, then ReluGrad's mask over it in place (one node and one buffer
+/// less than the two ops; cuBLASLt's DRELU epilogue wants the forward pass's mask, which the
+/// graph does not keep).
+struct gpu_fused_matmul_relu_grad final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
+  explicit gpu_fused_matmul_relu_grad(const node& n)
+      : t_(n.output_dtype(0)), transpose_a_(n.attr<bool>("transpose_a")), transpose_b_(n.attr<bool>("transpose_b")) {
+    (void)cuda_type_of(t_);
+  }
+  void compute(kernel_context& ctx) const override {
+    const tensor a = device_input(ctx, 0), b = device_input(ctx, 1), features = device_input(ctx, 2);
+    const auto [m, k, n] = matrix_product_dims(a.shape(), b.shape(), transpose_a_, transpose_b_);
+    if (features.shape() != shape{m, n})
+      fail(error_code::invalid_argument, "the features of shape ", features.shape(), " do not match the product's shape ",
+           shape{m, n});
+    tensor& c = ctx.allocate_output(0, shape{m, n});
+    if (c.num_elements() == 0) return;
+    const auto& g = gpu_of(ctx.device());
+    if (k == 0) {  // a product of zeros: 0 wherever the mask is
+      const current_device here(g.ordinal());
+      check(cudaMemsetAsync(c.raw_data(), 0, c.bytes(), g.stream()), "cudaMemsetAsync");
+      return;
+    }
+    gemm(g, t_, transpose_a_, transpose_b_, m, n, k, a.raw_data(), a.shape()[1], b.raw_data(), b.shape()[1], c.raw_data());
+    launch::binary_op(launch::binary::relu_grad, elem_of(t_, "_FusedMatMulReluGrad"), c.raw_data(), features.raw_data(),
+                      c.raw_data(), c.num_elements(), plan_for({&c.shape(), &features.shape()}, c.shape()), g.stream());
+    launched("_FusedMatMulReluGrad");
+  }
+ private:
+  dtype t_;
+  bool transpose_a_, transpose_b_;
 };
 
 // ---- nn ----
@@ -2073,6 +2169,8 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_arg_reduce<false>>("ArgMin", "T", numbers);
     register_gpu_kernel_for<gpu_matmul>("MatMul", "T", floats);
     register_gpu_kernel_for<gpu_batch_matmul>("BatchMatMulV2", "T", floats);
+    register_gpu_kernel_for<gpu_fused_matmul_bias_add>(ops::fused_matmul_bias_add_op, "T", {dtype::float32, dtype::bfloat16});
+    register_gpu_kernel_for<gpu_fused_matmul_relu_grad>(ops::fused_matmul_relu_grad_op, "T", {dtype::float32, dtype::bfloat16});
     register_gpu_kernel_for<gpu_bias_add>("BiasAdd", "T", floats);
     register_gpu_kernel_for<gpu_bias_add_grad>("BiasAddGrad", "T", floats);
     register_gpu_kernel_for<gpu_softmax<false>>("Softmax", "T", floats);

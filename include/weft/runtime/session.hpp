@@ -98,8 +98,8 @@ struct session_options {
   /// the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
   bool eliminate_common_subexpressions = true;
   /// Folding into a float or bfloat16 MatMul what alone reads its product, when a signature's
-  /// executable is built, on the session's own copy of the graph, where every device is a CPU
-  /// (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, or the ReluGrad that reads
+  /// executable is built, on the session's own copy of the graph, where the fused kernel is
+  /// registered for every device type of the session (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, or the ReluGrad that reads
   /// it, applied in the product's output pass, and a weight's gradient-descent step, one GEMM
   /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
   /// back), or mixed precision's Adam step on a bfloat16 product's float sums. Results
@@ -292,12 +292,11 @@ class session {
     x->source = source;
     // Updates folded into their products run on a copy of the graph with the same ids.
     std::shared_ptr<const graph> g = source;
-    if (fuse_matmul_ && all_cpu()) {
-      // Each fold where the fused op's kernel of the product's dtype is registered.
+    if (fuse_matmul_) {
+      // Each fold where the fused op's kernel of the product's dtype is registered for every
+      // device type of the session: wherever the placer puts the fused node, it runs.
       const auto registered = [&](auto found, const char* op) {
-        std::erase_if(found, [&](const auto& f) {
-          return !kernel_registry::global().has(op, "CPU", {"T", g->at(f.matmul).template attr<dtype>("T")});
-        });
+        std::erase_if(found, [&](const auto& f) { return !registered_everywhere(op, g->at(f.matmul).template attr<dtype>("T")); });
         return found;
       };
       auto u = registered(passes::fusable_updates(*g, user_fed, fetched, targets), ops::fused_matmul_gradient_descent_op);
@@ -306,11 +305,10 @@ class session {
       auto convs = registered(passes::fusable_conv_biases(*g, user_fed, fetched, targets), ops::fused_conv2d_bias_add_op);
       auto pools = passes::fusable_pool_relu_grads(*g, user_fed, fetched, targets);
       std::erase_if(pools, [&](const passes::fusable_pool_relu_grad& f) {
-        return !kernel_registry::global().has(ops::fused_max_pool_grad_relu_grad_op, "CPU",
-                                              {"T", g->at(f.relu_grad).attr<dtype>("T")});
+        return !registered_everywhere(ops::fused_max_pool_grad_relu_grad_op, g->at(f.relu_grad).attr<dtype>("T"));
       });
       // Mixed precision's Adam steps (float32 state, a bfloat16 product): the kernel of float32.
-      auto adams = kernel_registry::global().has(ops::fused_matmul_adam_op, "CPU", {"T", dtype::float32})
+      auto adams = registered_everywhere(ops::fused_matmul_adam_op, dtype::float32)
                        ? passes::fusable_adams(*g, user_fed, fetched, targets)
                        : std::vector<passes::fusable_adam>{};
       if (!u.empty() || !b.empty() || !r.empty() || !adams.empty() || !convs.empty() || !pools.empty()) {
@@ -471,11 +469,12 @@ class session {
     return x;
   }
 
-  /// Whether every device of the session is a CPU: the fused MatMul kernels are the CPU's
-  /// (graph/passes/fuse_matmul.hpp; each is registered with MatMul's or ApplyGradientDescent's
-  /// float and bfloat16 kernels, and a session folds only into those registered).
-  bool all_cpu() const {
-    return std::all_of(devices_.begin(), devices_.end(), [](const auto& d) { return d->type() == "CPU"; });
+  /// Whether op's kernel of T = t is registered for every device type of the session: a
+  /// session folds into a fused op (graph/passes/fuse_matmul.hpp) only then (the CPU has them
+  /// all; the GPU has _FusedMatMulBiasAdd and _FusedMatMulReluGrad).
+  bool registered_everywhere(const char* op, dtype t) const {
+    return std::all_of(devices_.begin(), devices_.end(),
+                       [&](const auto& d) { return kernel_registry::global().has(op, d->type(), {"T", t}); });
   }
 
   /// The placement's simulated times by exec node (fed values at 0) and the cluster's

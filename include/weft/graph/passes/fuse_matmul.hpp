@@ -5,8 +5,9 @@
 /// step that consumes it, and (mixed precision) the float32 Adam step on its cast to float32.
 ///
 /// A session does all four for each signature it builds, on its own copy of the graph, where
-/// every device is a CPU and the fused kernels are registered (runtime/session.hpp,
-/// session_options::fuse_matmul). A fused node takes the id, name, device and colocation of
+/// the fused op's kernel of the product's dtype is registered for every device type of the
+/// session (runtime/session.hpp, session_options::fuse_matmul): the CPU has all four, the GPU
+/// _FusedMatMulBiasAdd (cuBLASLt's bias epilogue) and _FusedMatMulReluGrad. A fused node takes the id, name, device and colocation of
 /// the last node it replaces (graph::replace), with the control inputs of all of them:
 /// fetches, targets and control edges that named it still do, and the nodes before it, left
 /// without a consumer, are pruned.

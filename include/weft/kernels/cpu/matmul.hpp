@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include <weft/core/broadcast.hpp>
+#include <weft/core/product_dims.hpp>
 #include <weft/kernels/cpu/bgemm.hpp>
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/kernels/cpu/convert.hpp>
@@ -534,24 +535,6 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
-/// m, k and n of a product op(a)(m, k) op(b)(k, n).
-struct product_dims {
-  std::int64_t m;  ///< rows of op(a)
-  std::int64_t k;  ///< columns of op(a), rows of op(b)
-  std::int64_t n;  ///< columns of op(b)
-};
-/// The dims of op(a) op(b), a and b transposed where asked: the fused products' check, which
-/// fails naming both shapes unless both are matrices with equal inner dimensions.
-inline product_dims matrix_product_dims(const tensor& a, const tensor& b, bool ta, bool tb) {
-  if (a.rank() != 2 || b.rank() != 2)
-    fail(error_code::invalid_argument, "inputs a and b must be matrices, got shapes ", a.shape(), " and ", b.shape());
-  const product_dims d{a.shape()[ta ? 1 : 0], a.shape()[ta ? 0 : 1], b.shape()[tb ? 0 : 1]};
-  if (const std::int64_t kb = b.shape()[tb ? 1 : 0]; d.k != kb)
-    fail(error_code::invalid_argument, "inner dimensions differ (", d.k, " vs ", kb, "; shapes ", a.shape(), " and ",
-         b.shape(), ")");
-  return d;
-}
-
 /// The CPU kernel of _FusedMatMulBiasAdd (float or bfloat16): the product, then the bias and,
 /// when `relu`, max(x, 0), applied to each block of the output as its sum completes (in
 /// bfloat16, to the float sum, rounded once: bgemm_output).
@@ -564,7 +547,7 @@ struct fused_matmul_bias_add_kernel final : op_kernel {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& bias = ctx.input(2);
-    const auto [m, k, n] = matrix_product_dims(a, b, ta_, tb_);
+    const auto [m, k, n] = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
     if (bias.rank() != 1 || bias.shape()[0] != n)
       fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
     tensor& out = ctx.allocate_output(0, shape{m, n});
@@ -598,7 +581,7 @@ struct fused_matmul_relu_grad_kernel final : op_kernel {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& features = ctx.input(2);
-    const auto [m, k, n] = matrix_product_dims(a, b, ta_, tb_);
+    const auto [m, k, n] = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
     if (features.shape() != shape{m, n})
       fail(error_code::invalid_argument, "the features of shape ", features.shape(), " do not match the product's shape ",
            shape{m, n});

@@ -210,7 +210,7 @@ struct fused_matmul_gradient_descent_kernel final : op_kernel {
     const tensor& b = ctx.input(3);
     if (alpha.num_elements() != 1)
       fail(error_code::invalid_argument, "input 1 (alpha) must be a scalar, got shape ", alpha.shape());
-    const product_dims d = matrix_product_dims(a, b, ta_, tb_);
+    const product_dims d = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
     const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
     const float rate = static_cast<float>(alpha.data<T>()[0]);
     state::update_in_place({var.get()}, [&](const std::vector<tensor*>& values) {
@@ -280,7 +280,7 @@ struct fused_matmul_adam_kernel final : op_kernel {
     }
     const tensor& a = ctx.input(adam::refs + adam::scalars);
     const tensor& b = ctx.input(adam::refs + adam::scalars + 1);
-    const product_dims d = matrix_product_dims(a, b, ta_, tb_);
+    const product_dims d = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
     const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
     state::update_in_place(vars, [&](const std::vector<tensor*>& values) {
       for (int i = 0; i < adam::refs; ++i)

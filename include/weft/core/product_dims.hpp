@@ -1,0 +1,32 @@
+/// @file
+/// The dims of a matrix product op(a) op(b), device-neutral: the fused products' kernels on
+/// the CPU (kernels/cpu/matmul.hpp, kernels/cpu/training.hpp) and on the GPU
+/// (cuda/kernels.hpp) check their operands here, with the same error.
+#pragma once
+
+#include <cstdint>
+
+#include <weft/core/error.hpp>
+#include <weft/core/shape.hpp>
+
+namespace weft {
+
+/// m, k and n of a product op(a)(m, k) op(b)(k, n).
+struct product_dims {
+  std::int64_t m;  ///< rows of op(a)
+  std::int64_t k;  ///< columns of op(a), rows of op(b)
+  std::int64_t n;  ///< columns of op(b)
+};
+
+/// The dims of op(a) op(b) for operands of shapes a and b, transposed where asked: fails
+/// naming both shapes unless both are matrices with equal inner dimensions.
+inline product_dims matrix_product_dims(const shape& a, const shape& b, bool ta, bool tb) {
+  if (a.rank() != 2 || b.rank() != 2)
+    fail(error_code::invalid_argument, "inputs a and b must be matrices, got shapes ", a, " and ", b);
+  const product_dims d{a[ta ? 1 : 0], a[ta ? 0 : 1], b[tb ? 0 : 1]};
+  if (const std::int64_t kb = b[tb ? 1 : 0]; d.k != kb)
+    fail(error_code::invalid_argument, "inner dimensions differ (", d.k, " vs ", kb, "; shapes ", a, " and ", b, ")");
+  return d;
+}
+
+}  // namespace weft
