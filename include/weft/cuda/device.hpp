@@ -298,6 +298,9 @@ struct lt_geometry {
   /// What the output pass adds: CUBLASLT_EPILOGUE_DEFAULT (nothing), _BIAS (a bias per row of
   /// the column-major result: per column of the row-major product) or _RELU_BIAS.
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  /// The bias pointer's alignment in bytes (at most 256; 0 without an epilogue): cuBLASLt's
+  /// heuristics choose by it.
+  std::uint32_t bias_alignment = 0;
   /// Geometries order member by member (a map's key).
   auto operator<=>(const lt_geometry&) const = default;
 };
@@ -307,10 +310,11 @@ struct lt_geometry {
 /// usable() is false where cuBLASLt offers no algorithm: the caller takes cublasGemmEx.
 class lt_plan {
  public:
-  /// The plan of geometry `g` with at most `workspace_bytes` of workspace.
-  lt_plan(cublasLtHandle_t lt, const lt_geometry& g, std::size_t workspace_bytes) {
+  /// The plan of geometry `g` with at most `workspace_bytes` of workspace; `bias`, a bias
+  /// of g's bias_alignment where g has an epilogue (the heuristics read its alignment).
+  lt_plan(cublasLtHandle_t lt, const lt_geometry& g, std::size_t workspace_bytes, const void* bias = nullptr) {
     try {
-      describe(lt, g, workspace_bytes);
+      describe(lt, g, workspace_bytes, bias);
     } catch (...) {
       release();  // the descriptors made before the failing call (no destructor runs)
       throw;
@@ -337,7 +341,7 @@ class lt_plan {
 
  private:
   /// Makes the descriptors of geometry g and asks the heuristics for an algorithm.
-  void describe(cublasLtHandle_t lt, const lt_geometry& g, std::size_t workspace_bytes) {
+  void describe(cublasLtHandle_t lt, const lt_geometry& g, std::size_t workspace_bytes, const void* bias) {
     const bool f64 = g.type == CUDA_R_64F;
     check(cublasLtMatmulDescCreate(&op_, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, f64 ? CUDA_R_64F : CUDA_R_32F),
           "cublasLtMatmulDescCreate");
@@ -345,9 +349,16 @@ class lt_plan {
           "cublasLtMatmulDescSetAttribute");
     check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &g.op_second, sizeof g.op_second),
           "cublasLtMatmulDescSetAttribute");
-    if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT)  // the bias in the result's type (the attribute's default)
+    if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {  // the bias in the result's type
       check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof g.epilogue),
             "cublasLtMatmulDescSetAttribute");
+      const std::int32_t bias_type = g.type;
+      check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type),
+            "cublasLtMatmulDescSetAttribute");
+      // The heuristics do not read the bias, but choose by its pointer's alignment (cublasLt.h).
+      check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+            "cublasLtMatmulDescSetAttribute");
+    }
     // The stored matrices, column-major: B^T is rows x inner (transposed: inner x rows), A^T
     // inner x cols (cols x inner), the result rows x cols.
     const bool t1 = g.op_first == CUBLAS_OP_T, t2 = g.op_second == CUBLAS_OP_T;
@@ -532,7 +543,8 @@ class gpu_device final : public device {
   /// and a workspace of lt_workspace_limit bytes of this device's memory with it, none where
   /// that memory is short); null where cuBLASLt has no algorithm for it. Hold
   /// library_mutex(); a plan lives as long as the device, or until 4,096 others are kept.
-  const lt_plan* lt_plan_for(const lt_geometry& g) const {
+  /// `bias`: the bias of the call where g has an epilogue (its alignment is g's).
+  const lt_plan* lt_plan_for(const lt_geometry& g, const void* bias = nullptr) const {
     if (!lt_) {
       const current_device here(ordinal_);
       check(cublasLtCreate(&lt_), "cublasLtCreate");
@@ -545,7 +557,7 @@ class gpu_device final : public device {
     auto found = lt_plans_.find(g);
     if (found == lt_plans_.end()) {
       if (lt_plans_.size() >= 4096) lt_plans_.clear();
-      found = lt_plans_.emplace(g, std::make_unique<lt_plan>(lt_, g, lt_workspace_.bytes())).first;
+      found = lt_plans_.emplace(g, std::make_unique<lt_plan>(lt_, g, lt_workspace_.bytes(), bias)).first;
     }
     return found->second->usable() ? found->second.get() : nullptr;
   }

@@ -796,7 +796,8 @@ inline bool gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_
   if (epilogue.bias && align(address(epilogue.bias)) >= 16) {
     lt_geometry fused = geometry;
     fused.epilogue = epilogue.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-    if (const lt_plan* plan = g.lt_plan_for(fused)) {
+    fused.bias_alignment = align(address(epilogue.bias));
+    if (const lt_plan* plan = g.lt_plan_for(fused, epilogue.bias)) {
       g.run_lt(*plan, alpha, b, a, beta, c, epilogue.bias);
       return true;
     }
