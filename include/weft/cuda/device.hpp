@@ -349,15 +349,17 @@ class lt_plan {
           "cublasLtMatmulDescSetAttribute");
     check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &g.op_second, sizeof g.op_second),
           "cublasLtMatmulDescSetAttribute");
-    if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {  // the bias in the result's type
-      check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof g.epilogue),
-            "cublasLtMatmulDescSetAttribute");
+    if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+      // The bias in the result's type. The heuristics do not read it, but choose by its
+      // pointer's alignment (cublasLt.h). An attribute refused leaves the plan unusable: the
+      // caller adds the bias in passes of its own.
       const std::int32_t bias_type = g.type;
-      check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type),
-            "cublasLtMatmulDescSetAttribute");
-      // The heuristics do not read the bias, but choose by its pointer's alignment (cublasLt.h).
-      check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
-            "cublasLtMatmulDescSetAttribute");
+      cublasStatus_t set = cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof g.epilogue);
+      if (set == CUBLAS_STATUS_SUCCESS)
+        set = cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+      if (set == CUBLAS_STATUS_SUCCESS)
+        set = cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+      if (set != CUBLAS_STATUS_SUCCESS) return;
     }
     // The stored matrices, column-major: B^T is rows x inner (transposed: inner x rows), A^T
     // inner x cols (cols x inner), the result rows x cols.
