@@ -82,6 +82,45 @@ TEST_CASE("long chains and wide fan-outs run, inline and on the pool") {
   }
 }
 
+TEST_CASE("a thread's steps reuse the root's arrays and the handoff across executables of any size and failed steps") {
+  // A thread keeps its last step's root arrays when they are small (a large chain's are not
+  // kept) and its handoff when no pool task holds it: steps of three sessions in turn, a
+  // failed step among them, each value worked out by hand.
+  for (int threads : {0, 2}) {
+    INFO(threads << " inter-op threads");
+    session_options o;
+    o.inter_op_threads = threads;
+    o.intra_op_threads = 1;
+    graph small;  // y = x + 1
+    auto& x = small.placeholder(dtype::float32, {}, "x");
+    const output y = small.op("Add", {x, small.constant(tensor::scalar(1.0f))}).out(0);
+    graph large;  // z = v + 1500, a chain of 1,500 Adds
+    auto& v = large.placeholder(dtype::float32, {}, "v");
+    output z = v;
+    auto& one = large.constant(tensor::scalar(1.0f));
+    for (int i = 0; i < 1500; ++i) z = large.op("Add", {z, one}).out(0);
+    graph branchy;  // p ? (u * u) : -u; the untaken branch leaves dead values in the slots
+    auto& u = branchy.placeholder(dtype::float32, {}, "u");
+    auto& p = branchy.placeholder(dtype::boolean, {}, "p");
+    const node& sw = branchy.op("Switch", {u, p});
+    const output m = branchy.op("Merge", {branchy.op("Neg", {sw.out(0)}).out(0), branchy.op("Square", {sw.out(1)}).out(0)}).out(0);
+    auto& shape_fed = branchy.placeholder(dtype::int32, {1}, "shape_fed");
+    const output bad = branchy.op("Reshape", {branchy.op("Identity", {u}).out(0), shape_fed}, {}, "bad").out(0);
+    session a(small, o), b(large, o), c(branchy, o);
+    for (int round = 0; round < 3; ++round) {
+      const float r = static_cast<float>(round);
+      CHECK(a.run({{x, tensor::scalar(r)}}, {y})[0].scalar_value<float>() == r + 1);
+      CHECK(c.run({{u, tensor::scalar(r + 2)}, {p, tensor::scalar(round % 2 == 0)}}, {m})[0].scalar_value<float>() ==
+            (round % 2 == 0 ? (r + 2) * (r + 2) : -(r + 2)));
+      CHECK(b.run({{v, tensor::scalar(r)}}, {z})[0].scalar_value<float>() == r + 1500);
+      test::require_error([&] { c.run({{u, tensor::scalar(r)}, {shape_fed, tensor::of<std::int32_t>({1}, {3})}}, {bad}); },
+                          {"node 'bad' (Reshape)"});
+      CHECK(a.run({{x, tensor::scalar(-r)}}, {y})[0].scalar_value<float>() == 1 - r);
+      CHECK(c.run({{u, tensor::scalar(r)}, {p, tensor::scalar(false)}}, {m})[0].scalar_value<float>() == -r);
+    }
+  }
+}
+
 namespace {
 // Waits until `expect` rendezvous kernels have arrived (or fails after ten seconds): two of
 // them finish only when two threads run them at once.

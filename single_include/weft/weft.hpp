@@ -13951,13 +13951,21 @@ struct step_options {
 /// per run (one per partition when the graph spans devices).
 class step final : rendezvous::receiver {
  public:
-  /// devices: the session's devices, indexed by exec_node::device.
-  step(const executable& x, std::vector<tensor> feeds, std::span<const device* const> devices,
+  /// feeds: the values of the executable's fed outputs by exec_node::feed (the caller's,
+  /// alive until the step ends); devices: the session's devices, indexed by exec_node::device.
+  step(const executable& x, std::span<const tensor> feeds, std::span<const device* const> devices,
        resource_manager& resources, Eigen::ThreadPoolInterface* inter_op, step_options options)
-      : x_(x), feeds_(std::move(feeds)), devices_(devices), resources_(resources), inter_op_(inter_op),
+      : x_(x), feeds_(feeds), devices_(devices), resources_(resources), inter_op_(inter_op),
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
     root_frame_.info = &x.frames[0];
+    if (auto& spare = spare_root(); spare.nodes && spare.node_capacity >= static_cast<std::size_t>(x.frames[0].num_nodes)) {
+      root_.slots = std::move(spare.slots);  // empty entries
+      root_.slots.resize(static_cast<std::size_t>(x.frames[0].num_slots));
+      root_.nodes = std::move(spare.nodes);
+      root_capacity_ = spare.node_capacity;
+    }
     init_iteration(root_, root_frame_, 0);
+    if (!root_capacity_) root_capacity_ = static_cast<std::size_t>(x.frames[0].num_nodes);
     if (options.trace)  // the clock is read only for a traced step's times
       start_ = options.start == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : options.start;
     for (const device* d : devices_) separate_ = separate_ || d->separate_memory();
@@ -13965,6 +13973,27 @@ class step final : rendezvous::receiver {
 
   step(const step&) = delete;
   step& operator=(const step&) = delete;
+  /// Keeps the root iteration's arrays and the handoff for this thread's next step, where
+  /// they are small and no pool task holds the handoff (the values left are released here).
+  ~step() {
+    if (root_capacity_ <= kept_root_nodes && root_.slots.size() <= kept_root_nodes) {
+      clear(root_.slots);
+      auto& spare = spare_root();
+      spare.slots = std::move(root_.slots);
+      spare.nodes = std::move(root_.nodes);
+      spare.node_capacity = root_capacity_;
+    }
+    if (handoff_.use_count() != 1) return;  // a pool task still holds it
+    {
+      std::lock_guard lock(handoff_->mutex);  // after the last task's unlock
+      handoff_->queue.clear();
+      handoff_->live = 1;
+      handoff_->done = false;
+      handoff_->spin = false;
+      handoff_->signalled.store(false, std::memory_order_relaxed);
+    }
+    spare_handoff() = std::move(handoff_);
+  }
 
   /// Runs the step to completion on the calling thread plus the inter-op pool. Throws the
   /// first error; returns the fetched values otherwise. A `stopper` stopped from outside
@@ -14984,7 +15013,7 @@ class step final : rendezvous::receiver {
   }
 
   const executable& x_;
-  std::vector<tensor> feeds_;
+  std::span<const tensor> feeds_;
   const device& device_of(const exec_node& xn) const { return *devices_[static_cast<std::size_t>(xn.device)]; }
 
   std::span<const device* const> devices_;
@@ -15017,7 +15046,29 @@ class step final : rendezvous::receiver {
     bool spin = false;                   ///< wait() spins a little first (a partition's thread)
     std::atomic<bool> signalled{false};  ///< set with every node queued and at the end
   };
-  std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
+  /// This thread's handoff and root arrays kept from its last step (~step), for the next one.
+  static std::shared_ptr<handoff>& spare_handoff() {
+    static thread_local std::shared_ptr<handoff> h;
+    return h;
+  }
+  struct kept_root {
+    std::vector<entry> slots;
+    std::unique_ptr<iteration_state::node_state[]> nodes;
+    std::size_t node_capacity = 0;
+  };
+  static kept_root& spare_root() {
+    static thread_local kept_root r;
+    return r;
+  }
+  /// The most root nodes and slots whose arrays a thread keeps (at most about 90 KB: 72
+  /// bytes a slot, 16 a node's state).
+  static constexpr std::size_t kept_root_nodes = 1024;
+  static std::shared_ptr<handoff> make_handoff() {
+    if (auto& spare = spare_handoff()) return std::move(spare);
+    return std::make_shared<handoff>();
+  }
+  std::shared_ptr<handoff> handoff_ = make_handoff();
+  std::size_t root_capacity_ = 0;  ///< root_.nodes' length
   group* group_ = nullptr;             ///< run_partitions' steps
   rendezvous* rendezvous_ = nullptr;   ///< where their Sends and Recvs meet
   std::vector<recv_wait> recv_waits_;   ///< by transfer, in the root frame
@@ -15638,11 +15689,13 @@ class session {
                           const std::vector<endpoint>& targets = {}, const run_options& options = {},
                           run_metadata* metadata = nullptr) {
     auto x = prepare(feeds, fetches, targets);
-    std::vector<tensor> feed_values;
+    const bool trace = options.trace || metadata;
+    if (feeds.empty()) return execute(*x, x->constants, inter_op_.get(), trace, metadata, &options);
+    std::vector<tensor> feed_values;  // the feeds, then the folded constants (exec_node::feed)
     feed_values.reserve(feeds.size() + x->constants.size());
     for (const auto& f : feeds) feed_values.push_back(f.second);
     feed_values.insert(feed_values.end(), x->constants.begin(), x->constants.end());
-    return execute(*x, std::move(feed_values), inter_op_.get(), options.trace || metadata, metadata, &options);
+    return execute(*x, feed_values, inter_op_.get(), trace, metadata, &options);
   }
 
   /// Runs targets only.
@@ -15923,7 +15976,7 @@ class session {
   }
 
   /// One step of x: its partitions' steps together (step::run_partitions), or x's own.
-  std::vector<tensor> execute(const executable& x, std::vector<tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
+  std::vector<tensor> execute(const executable& x, std::span<const tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
                               bool trace, run_metadata* metadata, const run_options* options = nullptr);
 
   /// What stops a run from outside: the caller's cancellation and the timeout, wired to one
@@ -16153,7 +16206,7 @@ class session {
   passes::constant_folding_options folding_;
   bool cse_;
   bool fuse_matmul_;
-  std::map<signature, std::shared_ptr<const executable>, std::less<>> cache_;  ///< looked up without a copy of the key
+  std::map<signature, std::shared_ptr<const executable>> cache_;  ///< looked up without a copy of the key
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
   std::once_flag timer_started_;
@@ -16196,9 +16249,11 @@ WEFT_DETAIL_RUNTIME_INLINE std::shared_ptr<const executable> session::prepare(co
     std::lock_guard lock(mutex_);
     g = graph_;
   }
-  std::vector<output> fed, fetched;
-  std::vector<std::pair<output, shape>> fed_shapes;
-  std::vector<int> target_ids;
+  // The run's signature in this thread's vectors, kept from run to run: a cached
+  // signature's step allocates nothing for it (the build below takes its own copy).
+  static thread_local signature key;
+  auto& [fed, fetched, target_ids] = key;
+  fed.clear(), fetched.clear(), target_ids.clear();
   for (const auto& [e, value] : feeds) {
     output o = e.resolve(*g);
     const node& n = g->at(o);
@@ -16213,23 +16268,24 @@ WEFT_DETAIL_RUNTIME_INLINE std::shared_ptr<const executable> session::prepare(co
     if (std::find(fed.begin(), fed.end(), o) != fed.end())
       fail(error_code::invalid_argument, "feed '", g->name_of(o), "' is fed twice");
     fed.push_back(o);
-    fed_shapes.emplace_back(o, value.shape());
   }
   for (const auto& e : fetches) fetched.push_back(e.resolve(*g));
   for (const auto& e : targets) target_ids.push_back(e.resolve_node(*g));
 
   {
     std::lock_guard lock(mutex_);
-    if (auto it = cache_.find(std::tie(fed, fetched, target_ids)); it != cache_.end() && it->second->source == g)
-      return it->second;
+    if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return it->second;
   }
-  auto x = build(g, fed, fetched, target_ids, fed_shapes);
+  signature built = key;
+  std::vector<std::pair<output, shape>> fed_shapes;
+  for (std::size_t i = 0; i < feeds.size(); ++i) fed_shapes.emplace_back(std::get<0>(built)[i], feeds[i].second.shape());
+  auto x = build(g, std::get<0>(built), std::get<1>(built), std::get<2>(built), fed_shapes);
   std::lock_guard lock(mutex_);
-  if (graph_ == g) cache_[signature{fed, fetched, target_ids}] = x;
+  if (graph_ == g) cache_[std::move(built)] = x;
   return x;
 }
 
-WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> session::execute(const executable& x, std::vector<tensor> feed_values,
+WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> session::execute(const executable& x, std::span<const tensor> feed_values,
                                                                Eigen::ThreadPoolInterface* inter_op, bool trace,
                                                                run_metadata* metadata, const run_options* options) {
   stop_hooks hooks;
@@ -16244,7 +16300,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> session::execute(const executable
   };
   std::vector<tensor> results;
   if (x.partitions.empty()) {  // one device: the step lives here (nothing allocated for it)
-    step one(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o);
+    step one(x, feed_values, device_ptrs_, *resources_, inter_op, o);
     step* const steps[] = {&one};
     try {
       results = one.run(hooks.stopper.get());

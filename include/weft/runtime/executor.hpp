@@ -115,13 +115,21 @@ struct step_options {
 /// per run (one per partition when the graph spans devices).
 class step final : rendezvous::receiver {
  public:
-  /// devices: the session's devices, indexed by exec_node::device.
-  step(const executable& x, std::vector<tensor> feeds, std::span<const device* const> devices,
+  /// feeds: the values of the executable's fed outputs by exec_node::feed (the caller's,
+  /// alive until the step ends); devices: the session's devices, indexed by exec_node::device.
+  step(const executable& x, std::span<const tensor> feeds, std::span<const device* const> devices,
        resource_manager& resources, Eigen::ThreadPoolInterface* inter_op, step_options options)
-      : x_(x), feeds_(std::move(feeds)), devices_(devices), resources_(resources), inter_op_(inter_op),
+      : x_(x), feeds_(feeds), devices_(devices), resources_(resources), inter_op_(inter_op),
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
     root_frame_.info = &x.frames[0];
+    if (auto& spare = spare_root(); spare.nodes && spare.node_capacity >= static_cast<std::size_t>(x.frames[0].num_nodes)) {
+      root_.slots = std::move(spare.slots);  // empty entries
+      root_.slots.resize(static_cast<std::size_t>(x.frames[0].num_slots));
+      root_.nodes = std::move(spare.nodes);
+      root_capacity_ = spare.node_capacity;
+    }
     init_iteration(root_, root_frame_, 0);
+    if (!root_capacity_) root_capacity_ = static_cast<std::size_t>(x.frames[0].num_nodes);
     if (options.trace)  // the clock is read only for a traced step's times
       start_ = options.start == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : options.start;
     for (const device* d : devices_) separate_ = separate_ || d->separate_memory();
@@ -129,6 +137,27 @@ class step final : rendezvous::receiver {
 
   step(const step&) = delete;
   step& operator=(const step&) = delete;
+  /// Keeps the root iteration's arrays and the handoff for this thread's next step, where
+  /// they are small and no pool task holds the handoff (the values left are released here).
+  ~step() {
+    if (root_capacity_ <= kept_root_nodes && root_.slots.size() <= kept_root_nodes) {
+      clear(root_.slots);
+      auto& spare = spare_root();
+      spare.slots = std::move(root_.slots);
+      spare.nodes = std::move(root_.nodes);
+      spare.node_capacity = root_capacity_;
+    }
+    if (handoff_.use_count() != 1) return;  // a pool task still holds it
+    {
+      std::lock_guard lock(handoff_->mutex);  // after the last task's unlock
+      handoff_->queue.clear();
+      handoff_->live = 1;
+      handoff_->done = false;
+      handoff_->spin = false;
+      handoff_->signalled.store(false, std::memory_order_relaxed);
+    }
+    spare_handoff() = std::move(handoff_);
+  }
 
   /// Runs the step to completion on the calling thread plus the inter-op pool. Throws the
   /// first error; returns the fetched values otherwise. A `stopper` stopped from outside
@@ -1148,7 +1177,7 @@ class step final : rendezvous::receiver {
   }
 
   const executable& x_;
-  std::vector<tensor> feeds_;
+  std::span<const tensor> feeds_;
   const device& device_of(const exec_node& xn) const { return *devices_[static_cast<std::size_t>(xn.device)]; }
 
   std::span<const device* const> devices_;
@@ -1181,7 +1210,29 @@ class step final : rendezvous::receiver {
     bool spin = false;                   ///< wait() spins a little first (a partition's thread)
     std::atomic<bool> signalled{false};  ///< set with every node queued and at the end
   };
-  std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
+  /// This thread's handoff and root arrays kept from its last step (~step), for the next one.
+  static std::shared_ptr<handoff>& spare_handoff() {
+    static thread_local std::shared_ptr<handoff> h;
+    return h;
+  }
+  struct kept_root {
+    std::vector<entry> slots;
+    std::unique_ptr<iteration_state::node_state[]> nodes;
+    std::size_t node_capacity = 0;
+  };
+  static kept_root& spare_root() {
+    static thread_local kept_root r;
+    return r;
+  }
+  /// The most root nodes and slots whose arrays a thread keeps (at most about 90 KB: 72
+  /// bytes a slot, 16 a node's state).
+  static constexpr std::size_t kept_root_nodes = 1024;
+  static std::shared_ptr<handoff> make_handoff() {
+    if (auto& spare = spare_handoff()) return std::move(spare);
+    return std::make_shared<handoff>();
+  }
+  std::shared_ptr<handoff> handoff_ = make_handoff();
+  std::size_t root_capacity_ = 0;  ///< root_.nodes' length
   group* group_ = nullptr;             ///< run_partitions' steps
   rendezvous* rendezvous_ = nullptr;   ///< where their Sends and Recvs meet
   std::vector<recv_wait> recv_waits_;   ///< by transfer, in the root frame

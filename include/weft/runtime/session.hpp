@@ -209,11 +209,13 @@ class session {
                           const std::vector<endpoint>& targets = {}, const run_options& options = {},
                           run_metadata* metadata = nullptr) {
     auto x = prepare(feeds, fetches, targets);
-    std::vector<tensor> feed_values;
+    const bool trace = options.trace || metadata;
+    if (feeds.empty()) return execute(*x, x->constants, inter_op_.get(), trace, metadata, &options);
+    std::vector<tensor> feed_values;  // the feeds, then the folded constants (exec_node::feed)
     feed_values.reserve(feeds.size() + x->constants.size());
     for (const auto& f : feeds) feed_values.push_back(f.second);
     feed_values.insert(feed_values.end(), x->constants.begin(), x->constants.end());
-    return execute(*x, std::move(feed_values), inter_op_.get(), options.trace || metadata, metadata, &options);
+    return execute(*x, feed_values, inter_op_.get(), trace, metadata, &options);
   }
 
   /// Runs targets only.
@@ -494,7 +496,7 @@ class session {
   }
 
   /// One step of x: its partitions' steps together (step::run_partitions), or x's own.
-  std::vector<tensor> execute(const executable& x, std::vector<tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
+  std::vector<tensor> execute(const executable& x, std::span<const tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
                               bool trace, run_metadata* metadata, const run_options* options = nullptr);
 
   /// What stops a run from outside: the caller's cancellation and the timeout, wired to one
@@ -724,7 +726,7 @@ class session {
   passes::constant_folding_options folding_;
   bool cse_;
   bool fuse_matmul_;
-  std::map<signature, std::shared_ptr<const executable>, std::less<>> cache_;  ///< looked up without a copy of the key
+  std::map<signature, std::shared_ptr<const executable>> cache_;  ///< looked up without a copy of the key
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
   std::once_flag timer_started_;
@@ -767,9 +769,11 @@ WEFT_DETAIL_RUNTIME_INLINE std::shared_ptr<const executable> session::prepare(co
     std::lock_guard lock(mutex_);
     g = graph_;
   }
-  std::vector<output> fed, fetched;
-  std::vector<std::pair<output, shape>> fed_shapes;
-  std::vector<int> target_ids;
+  // The run's signature in this thread's vectors, kept from run to run: a cached
+  // signature's step allocates nothing for it (the build below takes its own copy).
+  static thread_local signature key;
+  auto& [fed, fetched, target_ids] = key;
+  fed.clear(), fetched.clear(), target_ids.clear();
   for (const auto& [e, value] : feeds) {
     output o = e.resolve(*g);
     const node& n = g->at(o);
@@ -784,23 +788,24 @@ WEFT_DETAIL_RUNTIME_INLINE std::shared_ptr<const executable> session::prepare(co
     if (std::find(fed.begin(), fed.end(), o) != fed.end())
       fail(error_code::invalid_argument, "feed '", g->name_of(o), "' is fed twice");
     fed.push_back(o);
-    fed_shapes.emplace_back(o, value.shape());
   }
   for (const auto& e : fetches) fetched.push_back(e.resolve(*g));
   for (const auto& e : targets) target_ids.push_back(e.resolve_node(*g));
 
   {
     std::lock_guard lock(mutex_);
-    if (auto it = cache_.find(std::tie(fed, fetched, target_ids)); it != cache_.end() && it->second->source == g)
-      return it->second;
+    if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return it->second;
   }
-  auto x = build(g, fed, fetched, target_ids, fed_shapes);
+  signature built = key;
+  std::vector<std::pair<output, shape>> fed_shapes;
+  for (std::size_t i = 0; i < feeds.size(); ++i) fed_shapes.emplace_back(std::get<0>(built)[i], feeds[i].second.shape());
+  auto x = build(g, std::get<0>(built), std::get<1>(built), std::get<2>(built), fed_shapes);
   std::lock_guard lock(mutex_);
-  if (graph_ == g) cache_[signature{fed, fetched, target_ids}] = x;
+  if (graph_ == g) cache_[std::move(built)] = x;
   return x;
 }
 
-WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> session::execute(const executable& x, std::vector<tensor> feed_values,
+WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> session::execute(const executable& x, std::span<const tensor> feed_values,
                                                                Eigen::ThreadPoolInterface* inter_op, bool trace,
                                                                run_metadata* metadata, const run_options* options) {
   stop_hooks hooks;
@@ -815,7 +820,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> session::execute(const executable
   };
   std::vector<tensor> results;
   if (x.partitions.empty()) {  // one device: the step lives here (nothing allocated for it)
-    step one(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o);
+    step one(x, feed_values, device_ptrs_, *resources_, inter_op, o);
     step* const steps[] = {&one};
     try {
       results = one.run(hooks.stopper.get());
