@@ -13,6 +13,9 @@
 //                                          pair against cudaMemcpy from pinned memory (>= 0.8)
 //   BM_mlp_step                            the 784-512-512-10 MLP's Adam step, batch 128 and
 //                                          1024, on the GPU
+//   BM_mlp_step_unfused                    the same without the session's MatMul folds
+//                                          (session_options::fuse_matmul: the bias and ReLU in
+//                                          cuBLASLt's epilogue, ReluGrad after the product)
 //   BM_lenet_step                          bench_training's LeNet's Adam step, batch 128 and 1024
 // `bench_gpu --node-times` instead prints where the MLP's and LeNet's steps spend their time,
 // `bench_gpu --host-costs` the host's time a call of what a GPU node does, `bench_gpu
@@ -289,12 +292,13 @@ std::unique_ptr<model_graph> lenet_graph(std::int64_t batch) {
 // A session running the model's Adam step, initialized, with a batch to feed (images all
 // 0.5, labels i % 10).
 struct training {
-  explicit training(model_graph& m) {
+  explicit training(model_graph& m, bool fuse = true) {
     auto scope = m.g.device_scope("/device:GPU:0");  // the gradient and Adam's nodes too, as in the examples
     const auto train = train::minimize(m.g, m.loss, m.vars, train::adam{0.001});
     targets = {train.step};
     session_options o = one_gpu();
     o.placement.soft = true;
+    o.fuse_matmul = fuse;
     s = std::make_unique<session>(m.g, o);
     s->run(m.inits);
     s->run({train.init});
@@ -311,8 +315,8 @@ struct training {
   std::vector<endpoint> targets;
 };
 
-void time_training_step(benchmark::State& state, model_graph& m) {
-  training t(m);
+void time_training_step(benchmark::State& state, model_graph& m, bool fuse = true) {
+  training t(m, fuse);
   t.run();
   for (auto _ : state) t.run();
   state.counters["examples/s"] = benchmark::Counter(double(m.image_dims[0]), benchmark::Counter::kIsIterationInvariantRate);
@@ -321,6 +325,11 @@ void time_training_step(benchmark::State& state, model_graph& m) {
 void BM_mlp_step(benchmark::State& state) {
   const auto m = mlp_graph(state.range(0));
   time_training_step(state, *m);
+}
+
+void BM_mlp_step_unfused(benchmark::State& state) {
+  const auto m = mlp_graph(state.range(0));
+  time_training_step(state, *m, false);
 }
 
 void BM_lenet_step(benchmark::State& state) {
@@ -550,6 +559,7 @@ BENCHMARK(BM_unfused_chain)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_send_recv)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_memcpy_pinned)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_mlp_step)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_mlp_step_unfused)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lenet_step)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_executor_overhead)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_gpu_loop)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -13,10 +13,12 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <cstdio>
 #include <random>
 #include <set>
@@ -113,6 +115,39 @@ bool unseeded(const attr_map& attrs) {
   const auto* a = seed->get_if<std::int64_t>();
   const auto* b = seed2->get_if<std::int64_t>();
   return a && b && *a == 0 && *b == 0;
+}
+
+// What a small classifier's graph gives its training (train_on_both): the placeholders of
+// its 8 x 5 features and 8 labels, its loss, its training step and its initializers.
+using classifier = std::tuple<output, output, output, int, std::vector<int>>;
+
+// The losses of five SGD steps of a classifier built by `build(g, gpu)`, on the CPU (index 0)
+// and in a session with a GPU (1), on fixed data (features sin(i), labels i % 3); `first`
+// sees the first step's trace and whether it ran with the GPU.
+std::array<std::vector<float>, 2> train_on_both(const std::function<classifier(graph&, bool)>& build,
+                                                const std::function<void(const run_metadata&, bool)>& first = {}) {
+  std::vector<float> xs(40);
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(static_cast<float>(i));
+  const tensor xv = tensor::from_vector(xs, shape{8, 5});
+  const tensor lv = tensor::of<std::int32_t>({8}, {0, 1, 2, 0, 1, 2, 0, 1});
+  std::array<std::vector<float>, 2> losses;
+  for (int gpu = 0; gpu < 2; ++gpu) {
+    graph g;
+    auto [x, labels, loss, step, inits] = build(g, gpu);
+    session_options o;
+    if (gpu) o.device_count = {{"GPU", 1}};
+    session s(g, o);
+    std::vector<endpoint> init_targets;
+    for (int id : inits) init_targets.emplace_back(g.at(id));
+    s.run(init_targets);
+    for (int i = 0; i < 5; ++i) {
+      run_metadata meta;
+      s.run({{x, xv}, {labels, lv}}, {}, {g.at(step)}, {.trace = i == 0 && first}, &meta);
+      if (i == 0 && first) first(meta, gpu);
+      losses[static_cast<std::size_t>(gpu)].push_back(s.run({{x, xv}, {labels, lv}}, {loss}).at(0).scalar_value<float>());
+    }
+  }
+  return losses;
 }
 
 }  // namespace cuda_test
@@ -736,36 +771,16 @@ TEST_CASE("a dense network on the GPU folds its bias, ReLU and ReluGrad into the
     const output loss = g.op("Mean", {g.op("SparseSoftmaxCrossEntropyWithLogits", {logits, labels}).out(0),
                                       g.constant(tensor::scalar(0)).out(0)}, {}, "loss").out(0);
     const auto t = train::minimize(g, loss, {w1.out(0), b1.out(0), w2.out(0), b2.out(0)}, train::sgd{0.5});
-    return std::tuple(x.out(0), labels.out(0), loss, t.step.id(), inits);
+    return classifier(x.out(0), labels.out(0), loss, t.step.id(), inits);
   };
-  std::vector<float> xs(40);
-  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(static_cast<float>(i));
-  const tensor xv = tensor::from_vector(xs, shape{8, 5});
-  const tensor lv = tensor::of<std::int32_t>({8}, {0, 1, 2, 0, 1, 2, 0, 1});
-  std::vector<float> losses[2];
-  for (int gpu = 0; gpu < 2; ++gpu) {
-    graph g;
-    auto [x, labels, loss, step, inits] = build(g, gpu);
-    session_options o;
-    if (gpu) o.device_count = {{"GPU", 1}};
-    session s(g, o);
-    std::vector<endpoint> init_targets;
-    for (int id : inits) init_targets.emplace_back(g.at(id));
-    s.run(init_targets);
-    for (int i = 0; i < 5; ++i) {
-      run_metadata meta;
-      s.run({{x, xv}, {labels, lv}}, {}, {g.at(step)}, {.trace = i == 0}, &meta);
-      if (i == 0) {
-        std::multiset<std::string> ops;
-        for (const auto& n : meta.stats.nodes) ops.insert(n.op + (n.device.find("GPU") != std::string::npos ? " GPU" : " CPU"));
-        const std::string where = gpu ? " GPU" : " CPU";
-        CHECK(ops.count("_FusedMatMulBiasAdd" + where) == 2);  // h with its ReLU, logits without
-        CHECK(ops.count("_FusedMatMulReluGrad" + where) == 1);  // h's gradient
-        CHECK(ops.count("BiasAdd" + where) == 0);
-      }
-      losses[gpu].push_back(s.run({{x, xv}, {labels, lv}}, {loss}).at(0).scalar_value<float>());
-    }
-  }
+  const auto losses = train_on_both(build, [](const run_metadata& meta, bool gpu) {
+    std::multiset<std::string> ops;
+    for (const auto& n : meta.stats.nodes) ops.insert(n.op + (n.device.find("GPU") != std::string::npos ? " GPU" : " CPU"));
+    const std::string where = gpu ? " GPU" : " CPU";
+    CHECK(ops.count("_FusedMatMulBiasAdd" + where) == 2);  // h with its ReLU, logits without
+    CHECK(ops.count("_FusedMatMulReluGrad" + where) == 1);  // h's gradient
+    CHECK(ops.count("BiasAdd" + where) == 0);
+  });
   for (int i = 0; i < 5; ++i) CHECK(losses[1][static_cast<std::size_t>(i)] == Approx(losses[0][static_cast<std::size_t>(i)]).epsilon(1e-4));
   CHECK(losses[1][4] < losses[1][0]);
 }
@@ -836,27 +851,9 @@ TEST_CASE("a training step split between the CPU and the GPU equals the CPU's", 
     const output loss = g.op("Mean", {g.op("SparseSoftmaxCrossEntropyWithLogits", {logits, labels}).out(0),
                                       g.constant(tensor::scalar(0)).out(0)}, {}, "loss").out(0);
     const auto t = train::minimize(g, loss, {w1.out(0), w2.out(0)}, train::sgd{0.5});
-    return std::tuple(x.out(0), labels.out(0), loss, t.step.id(), inits);
+    return classifier(x.out(0), labels.out(0), loss, t.step.id(), inits);
   };
-  std::vector<float> xs(40);
-  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(static_cast<float>(i));
-  const tensor xv = tensor::from_vector(xs, shape{8, 5});
-  const tensor lv = tensor::of<std::int32_t>({8}, {0, 1, 2, 0, 1, 2, 0, 1});
-  std::vector<float> losses[2];
-  for (int gpu = 0; gpu < 2; ++gpu) {
-    graph g;
-    auto [x, labels, loss, step, inits] = build(g, gpu);
-    session_options o;
-    if (gpu) o.device_count = {{"GPU", 1}};
-    session s(g, o);
-    std::vector<endpoint> init_targets;
-    for (int id : inits) init_targets.emplace_back(g.at(id));
-    s.run(init_targets);
-    for (int i = 0; i < 5; ++i) {
-      s.run({{x, xv}, {labels, lv}}, {}, {g.at(step)});
-      losses[gpu].push_back(s.run({{x, xv}, {labels, lv}}, {loss}).at(0).scalar_value<float>());
-    }
-  }
+  const auto losses = train_on_both(build);
   for (int i = 0; i < 5; ++i) CHECK(losses[1][static_cast<std::size_t>(i)] == Approx(losses[0][static_cast<std::size_t>(i)]).epsilon(1e-4));
 }
 

@@ -99,10 +99,11 @@ struct session_options {
   bool eliminate_common_subexpressions = true;
   /// Folding into a float or bfloat16 MatMul what alone reads its product, when a signature's
   /// executable is built, on the session's own copy of the graph, where the fused kernel is
-  /// registered for every device type of the session (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, or the ReluGrad that reads
-  /// it, applied in the product's output pass, and a weight's gradient-descent step, one GEMM
-  /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
-  /// back), or mixed precision's Adam step on a bfloat16 product's float sums. Results
+  /// registered for every device type of the session (graph/passes/fuse_matmul.hpp): the
+  /// BiasAdd and Relu after it, or the ReluGrad that reads it, applied in the product's
+  /// output pass, and a weight's gradient-descent step, one GEMM that adds -rate * x^T dz
+  /// into the variable (the gradient is neither written nor read back), or mixed
+  /// precision's Adam step on a bfloat16 product's float sums. Results
   /// differ from the unfused graph by rounding only (the ReluGrad's, not at all). The same
   /// switch folds a convolution layer's nodes (graph/passes/fuse_conv.hpp): the BiasAdd and
   /// Relu after a Conv2D into _FusedConv2DBiasAdd, and the ReluGrad after a MaxPoolGrad
