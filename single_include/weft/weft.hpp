@@ -15579,10 +15579,11 @@ struct session_options {
   bool eliminate_common_subexpressions = true;
   /// Folding into a float or bfloat16 MatMul what alone reads its product, when a signature's
   /// executable is built, on the session's own copy of the graph, where the fused kernel is
-  /// registered for every device type of the session (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, or the ReluGrad that reads
-  /// it, applied in the product's output pass, and a weight's gradient-descent step, one GEMM
-  /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
-  /// back), or mixed precision's Adam step on a bfloat16 product's float sums. Results
+  /// registered for every device type of the session (graph/passes/fuse_matmul.hpp): the
+  /// BiasAdd and Relu after it, or the ReluGrad that reads it, applied in the product's
+  /// output pass, and a weight's gradient-descent step, one GEMM that adds -rate * x^T dz
+  /// into the variable (the gradient is neither written nor read back), or mixed
+  /// precision's Adam step on a bfloat16 product's float sums. Results
   /// differ from the unfused graph by rounding only (the ReluGrad's, not at all). The same
   /// switch folds a convolution layer's nodes (graph/passes/fuse_conv.hpp): the BiasAdd and
   /// Relu after a Conv2D into _FusedConv2DBiasAdd, and the ReluGrad after a MaxPoolGrad
@@ -23326,7 +23327,7 @@ struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
 /// @file
 /// The dims of a matrix product op(a) op(b), device-neutral: the fused products' kernels on
 /// the CPU (kernels/cpu/matmul.hpp, kernels/cpu/training.hpp) and on the GPU
-/// (cuda/kernels.hpp) check their operands here, with the same error.
+/// (cuda/kernels.hpp) check their operands here, with the same errors.
 
 #include <cstdint>
 
@@ -23348,6 +23349,25 @@ inline product_dims matrix_product_dims(const shape& a, const shape& b, bool ta,
   const product_dims d{a[ta ? 1 : 0], a[ta ? 0 : 1], b[tb ? 0 : 1]};
   if (const std::int64_t kb = b[tb ? 1 : 0]; d.k != kb)
     fail(error_code::invalid_argument, "inner dimensions differ (", d.k, " vs ", kb, "; shapes ", a, " and ", b, ")");
+  return d;
+}
+
+/// _FusedMatMulBiasAdd's dims: matrix_product_dims, and a bias of one value per column of
+/// the product, or an error naming its shape.
+inline product_dims biased_product_dims(const shape& a, const shape& b, const shape& bias, bool ta, bool tb) {
+  const product_dims d = matrix_product_dims(a, b, ta, tb);
+  if (bias.rank() != 1 || bias[0] != d.n)
+    fail(error_code::invalid_argument, "the bias of shape ", bias, " does not match the product's ", d.n, " columns");
+  return d;
+}
+
+/// _FusedMatMulReluGrad's dims: matrix_product_dims, and features of the product's shape, or
+/// an error naming both.
+inline product_dims masked_product_dims(const shape& a, const shape& b, const shape& features, bool ta, bool tb) {
+  const product_dims d = matrix_product_dims(a, b, ta, tb);
+  if (features != shape{d.m, d.n})
+    fail(error_code::invalid_argument, "the features of shape ", features, " do not match the product's shape ",
+         shape{d.m, d.n});
   return d;
 }
 
@@ -25274,9 +25294,7 @@ struct fused_matmul_bias_add_kernel final : op_kernel {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& bias = ctx.input(2);
-    const auto [m, k, n] = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
-    if (bias.rank() != 1 || bias.shape()[0] != n)
-      fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
+    const auto [m, k, n] = biased_product_dims(a.shape(), b.shape(), bias.shape(), ta_, tb_);
     tensor& out = ctx.allocate_output(0, shape{m, n});
     if constexpr (std::is_same_v<T, bfloat16>) {
       bgemm_output pass{bfloat16_bits_of(out), n};
@@ -25308,10 +25326,7 @@ struct fused_matmul_relu_grad_kernel final : op_kernel {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& features = ctx.input(2);
-    const auto [m, k, n] = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
-    if (features.shape() != shape{m, n})
-      fail(error_code::invalid_argument, "the features of shape ", features.shape(), " do not match the product's shape ",
-           shape{m, n});
+    const auto [m, k, n] = masked_product_dims(a.shape(), b.shape(), features.shape(), ta_, tb_);
     tensor& out = ctx.allocate_output(0, shape{m, n});
     if constexpr (std::is_same_v<T, bfloat16>) {
       bgemm_output pass{bfloat16_bits_of(out), n};

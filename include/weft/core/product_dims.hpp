@@ -1,7 +1,7 @@
 /// @file
 /// The dims of a matrix product op(a) op(b), device-neutral: the fused products' kernels on
 /// the CPU (kernels/cpu/matmul.hpp, kernels/cpu/training.hpp) and on the GPU
-/// (cuda/kernels.hpp) check their operands here, with the same error.
+/// (cuda/kernels.hpp) check their operands here, with the same errors.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,25 @@ inline product_dims matrix_product_dims(const shape& a, const shape& b, bool ta,
   const product_dims d{a[ta ? 1 : 0], a[ta ? 0 : 1], b[tb ? 0 : 1]};
   if (const std::int64_t kb = b[tb ? 1 : 0]; d.k != kb)
     fail(error_code::invalid_argument, "inner dimensions differ (", d.k, " vs ", kb, "; shapes ", a, " and ", b, ")");
+  return d;
+}
+
+/// _FusedMatMulBiasAdd's dims: matrix_product_dims, and a bias of one value per column of
+/// the product, or an error naming its shape.
+inline product_dims biased_product_dims(const shape& a, const shape& b, const shape& bias, bool ta, bool tb) {
+  const product_dims d = matrix_product_dims(a, b, ta, tb);
+  if (bias.rank() != 1 || bias[0] != d.n)
+    fail(error_code::invalid_argument, "the bias of shape ", bias, " does not match the product's ", d.n, " columns");
+  return d;
+}
+
+/// _FusedMatMulReluGrad's dims: matrix_product_dims, and features of the product's shape, or
+/// an error naming both.
+inline product_dims masked_product_dims(const shape& a, const shape& b, const shape& features, bool ta, bool tb) {
+  const product_dims d = matrix_product_dims(a, b, ta, tb);
+  if (features != shape{d.m, d.n})
+    fail(error_code::invalid_argument, "the features of shape ", features, " do not match the product's shape ",
+         shape{d.m, d.n});
   return d;
 }
 

@@ -906,9 +906,7 @@ struct gpu_fused_matmul_bias_add final : op_kernel {
   }
   void compute(kernel_context& ctx) const override {
     const tensor a = device_input(ctx, 0), b = device_input(ctx, 1), bias = device_input(ctx, 2);
-    const auto [m, k, n] = matrix_product_dims(a.shape(), b.shape(), transpose_a_, transpose_b_);
-    if (bias.rank() != 1 || bias.shape()[0] != n)
-      fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
+    const auto [m, k, n] = biased_product_dims(a.shape(), b.shape(), bias.shape(), transpose_a_, transpose_b_);
     tensor& c = ctx.allocate_output(0, shape{m, n});
     if (c.num_elements() == 0) return;
     const auto& g = gpu_of(ctx.device());
@@ -941,10 +939,7 @@ struct gpu_fused_matmul_relu_grad final : op_kernel {
   }
   void compute(kernel_context& ctx) const override {
     const tensor a = device_input(ctx, 0), b = device_input(ctx, 1), features = device_input(ctx, 2);
-    const auto [m, k, n] = matrix_product_dims(a.shape(), b.shape(), transpose_a_, transpose_b_);
-    if (features.shape() != shape{m, n})
-      fail(error_code::invalid_argument, "the features of shape ", features.shape(), " do not match the product's shape ",
-           shape{m, n});
+    const auto [m, k, n] = masked_product_dims(a.shape(), b.shape(), features.shape(), transpose_a_, transpose_b_);
     tensor& c = ctx.allocate_output(0, shape{m, n});
     if (c.num_elements() == 0) return;
     const auto& g = gpu_of(ctx.device());

@@ -547,9 +547,7 @@ struct fused_matmul_bias_add_kernel final : op_kernel {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& bias = ctx.input(2);
-    const auto [m, k, n] = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
-    if (bias.rank() != 1 || bias.shape()[0] != n)
-      fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
+    const auto [m, k, n] = biased_product_dims(a.shape(), b.shape(), bias.shape(), ta_, tb_);
     tensor& out = ctx.allocate_output(0, shape{m, n});
     if constexpr (std::is_same_v<T, bfloat16>) {
       bgemm_output pass{bfloat16_bits_of(out), n};
@@ -581,10 +579,7 @@ struct fused_matmul_relu_grad_kernel final : op_kernel {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& features = ctx.input(2);
-    const auto [m, k, n] = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
-    if (features.shape() != shape{m, n})
-      fail(error_code::invalid_argument, "the features of shape ", features.shape(), " do not match the product's shape ",
-           shape{m, n});
+    const auto [m, k, n] = masked_product_dims(a.shape(), b.shape(), features.shape(), ta_, tb_);
     tensor& out = ctx.allocate_output(0, shape{m, n});
     if constexpr (std::is_same_v<T, bfloat16>) {
       bgemm_output pass{bfloat16_bits_of(out), n};
