@@ -254,6 +254,33 @@ TEST_CASE("a reset tensor is a default one, its buffer released, and takes the n
   CHECK(s.num_elements() == 1);
 }
 
+TEST_CASE("a tensor moved into another takes its buffer and shape, and both keep their dims' storage") {
+  cpu_allocator a;
+  tensor from = tensor::of<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  tensor to(dtype::int32, {4, 5, 6}, a);
+  const std::int64_t* from_dims = from.shape().dims().data();
+  const std::int64_t* to_dims = to.shape().dims().data();
+  const void* buffer = from.raw_data();
+  to = std::move(from);
+  CHECK(a.bytes_in_use() == 0);  // to's old buffer released
+  CHECK(to.raw_data() == buffer);
+  CHECK(to.dtype() == dtype::float32);
+  CHECK(to.shape() == shape{2, 3});
+  CHECK(to.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK_FALSE(from.valid());
+  CHECK(from.shape() == shape{});
+  // The storage of the dims moved over, and the moved-from tensor kept the other's (the
+  // executor's slots and output entries assign tensors of one rank step after step).
+  CHECK(to.shape().dims().data() == from_dims);
+  CHECK(from.shape().dims().capacity() >= 3);
+  CHECK(from.shape().dims().data() == to_dims);
+  from = tensor::of<std::int64_t>({3}, {7, 8, 9});
+  CHECK(from.to_vector<std::int64_t>() == std::vector<std::int64_t>{7, 8, 9});
+  tensor& same = to;
+  to = std::move(same);  // itself: unchanged
+  CHECK(to.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+}
+
 TEST_CASE("the cpu allocator keeps small freed buffers for its thread's next ones of their size") {
   cpu_allocator a;
   // Sizes round to 64 bytes; the freed block of a size is the next one of that size here.

@@ -1117,12 +1117,15 @@ class tensor {
     if (old) old->unref();
     return *this;
   }
-  /// Takes o's buffer, releasing this one's; o becomes invalid.
+  /// Takes o's buffer, releasing this one's; o becomes invalid. The shapes' storage is
+  /// exchanged, not freed: both keep theirs for the next assignment (the executor's slots
+  /// and output entries).
   tensor& operator=(tensor&& o) noexcept {
     if (&o == this) return *this;
     detail::buffer* old = std::exchange(buf_, std::exchange(o.buf_, nullptr));
     dtype_ = o.dtype_;
-    shape_ = std::move(o.shape_);
+    std::swap(shape_, o.shape_);
+    o.shape_.clear();
     data_ = std::exchange(o.data_, nullptr);
     if (old) old->unref();
     return *this;
@@ -12628,6 +12631,7 @@ class device_factory_registry {
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 /// @file
@@ -12777,6 +12781,7 @@ class inline_deque {
 /// every step that runs it (runtime/executor.hpp). The session builds its nodes and edges;
 /// finish_executable completes it.
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13421,6 +13426,9 @@ struct exec_edge {
   int dst_slot;        ///< input slot, numbered within dst's frame
   int dst_local = 0;   ///< dst's index in its frame (set by finish_executable)
   bool to_merge = false;  ///< whether dst is a Merge (which runs on its first live input)
+  /// Whether it is the last of its node's edges from src_port: the executor moves the value
+  /// into its slot instead of copying it (set by finish_executable).
+  bool last_of_port = false;
 };
 
 /// One end of an edge between two devices' partitions (runtime/partition.hpp): a Send puts
@@ -13590,13 +13598,17 @@ WEFT_DETAIL_RUNTIME_INLINE void finish_executable(executable& x) {
     if (xn.kind == flow::enter) ++x.frames[static_cast<std::size_t>(xn.child_frame)].num_enters;
     if (xn.kind == flow::exit) xn.exit_index = static_cast<int>(f.exits.size()), f.exits.push_back(static_cast<int>(&xn - nodes.data()));
   }
-  for (auto& xn : nodes)
+  for (auto& xn : nodes) {
     for (auto& e : xn.out_edges) {
       const exec_node& dst = nodes[static_cast<std::size_t>(e.dst)];
       e.dst_slot = local_slot[static_cast<std::size_t>(e.dst_slot)];
       e.dst_local = dst.local;
       e.to_merge = dst.kind == flow::merge;
+      e.last_of_port = false;
     }
+    for (auto e = xn.out_edges.rbegin(); e != xn.out_edges.rend(); ++e)
+      e->last_of_port = std::none_of(xn.out_edges.rbegin(), e, [&](const exec_edge& later) { return later.src_port == e->src_port; });
+  }
   x.roots.clear();
   for (std::size_t i = 0; i < count; ++i)
     if (nodes[i].frame == 0 && nodes[i].pending == 0 && nodes[i].kind != flow::merge) x.roots.push_back(static_cast<int>(i));
@@ -14579,10 +14591,11 @@ class step final : rendezvous::receiver {
 
   /// Delivers v along edge e into iteration it. An iteration cannot retire while a value may
   /// still arrive (see check_frame), so this takes no lock.
-  void deliver(iteration_state* it, const exec_edge& e, const entry& v, ready_list& ready) {
+  template <class Entry>  // const entry& (copied into the slot) or entry&& (moved)
+  void deliver(iteration_state* it, const exec_edge& e, Entry&& v, ready_list& ready) {
     const auto local = static_cast<std::size_t>(e.dst_local);
     if (!e.to_merge) {
-      it->slots[static_cast<std::size_t>(e.dst_slot)] = v;
+      it->slots[static_cast<std::size_t>(e.dst_slot)] = std::forward<Entry>(v);
       if (it->nodes[local].pending.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(it, e.dst, ready);
       return;
     }
@@ -14593,7 +14606,7 @@ class step final : rendezvous::receiver {
       int none = -1;
       // The first live input wins; its value is written before it is published.
       if (it->nodes[local].merge_live.load(std::memory_order_acquire) >= 0) return;
-      it->slots[static_cast<std::size_t>(e.dst_slot)] = v;
+      it->slots[static_cast<std::size_t>(e.dst_slot)] = std::forward<Entry>(v);
       if (!it->nodes[local].merge_live.compare_exchange_strong(none, e.dst_slot - dst.input_start, std::memory_order_seq_cst)) {
         it->slots[static_cast<std::size_t>(e.dst_slot)] = entry{};
         return;
@@ -14629,7 +14642,11 @@ class step final : rendezvous::receiver {
       case flow::next_iteration: return next_iteration(it, xn, outputs[0], ready);
       default: break;
     }
-    for (const auto& e : xn.out_edges) deliver(it, e, outputs[static_cast<std::size_t>(e.src_port)], ready);
+    for (const auto& e : xn.out_edges) {  // the last edge of each output takes it (they are cleared next)
+      entry& v = outputs[static_cast<std::size_t>(e.src_port)];
+      if (e.last_of_port) deliver(it, e, std::move(v), ready);
+      else deliver(it, e, std::as_const(v), ready);
+    }
   }
 
   /// Fetches of output `port` of xn (only outputs in the root frame are fetched).

@@ -184,12 +184,15 @@ class tensor {
     if (old) old->unref();
     return *this;
   }
-  /// Takes o's buffer, releasing this one's; o becomes invalid.
+  /// Takes o's buffer, releasing this one's; o becomes invalid. The shapes' storage is
+  /// exchanged, not freed: both keep theirs for the next assignment (the executor's slots
+  /// and output entries).
   tensor& operator=(tensor&& o) noexcept {
     if (&o == this) return *this;
     detail::buffer* old = std::exchange(buf_, std::exchange(o.buf_, nullptr));
     dtype_ = o.dtype_;
-    shape_ = std::move(o.shape_);
+    std::swap(shape_, o.shape_);
+    o.shape_.clear();
     data_ = std::exchange(o.data_, nullptr);
     if (old) old->unref();
     return *this;

@@ -5,6 +5,7 @@
 /// finish_executable completes it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,6 +29,9 @@ struct exec_edge {
   int dst_slot;        ///< input slot, numbered within dst's frame
   int dst_local = 0;   ///< dst's index in its frame (set by finish_executable)
   bool to_merge = false;  ///< whether dst is a Merge (which runs on its first live input)
+  /// Whether it is the last of its node's edges from src_port: the executor moves the value
+  /// into its slot instead of copying it (set by finish_executable).
+  bool last_of_port = false;
 };
 
 /// One end of an edge between two devices' partitions (runtime/partition.hpp): a Send puts
@@ -197,13 +201,17 @@ WEFT_DETAIL_RUNTIME_INLINE void finish_executable(executable& x) {
     if (xn.kind == flow::enter) ++x.frames[static_cast<std::size_t>(xn.child_frame)].num_enters;
     if (xn.kind == flow::exit) xn.exit_index = static_cast<int>(f.exits.size()), f.exits.push_back(static_cast<int>(&xn - nodes.data()));
   }
-  for (auto& xn : nodes)
+  for (auto& xn : nodes) {
     for (auto& e : xn.out_edges) {
       const exec_node& dst = nodes[static_cast<std::size_t>(e.dst)];
       e.dst_slot = local_slot[static_cast<std::size_t>(e.dst_slot)];
       e.dst_local = dst.local;
       e.to_merge = dst.kind == flow::merge;
+      e.last_of_port = false;
     }
+    for (auto e = xn.out_edges.rbegin(); e != xn.out_edges.rend(); ++e)
+      e->last_of_port = std::none_of(xn.out_edges.rbegin(), e, [&](const exec_edge& later) { return later.src_port == e->src_port; });
+  }
   x.roots.clear();
   for (std::size_t i = 0; i < count; ++i)
     if (nodes[i].frame == 0 && nodes[i].pending == 0 && nodes[i].kind != flow::merge) x.roots.push_back(static_cast<int>(i));

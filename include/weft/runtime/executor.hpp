@@ -38,6 +38,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <weft/core/inline_deque.hpp>
@@ -743,10 +744,11 @@ class step final : rendezvous::receiver {
 
   /// Delivers v along edge e into iteration it. An iteration cannot retire while a value may
   /// still arrive (see check_frame), so this takes no lock.
-  void deliver(iteration_state* it, const exec_edge& e, const entry& v, ready_list& ready) {
+  template <class Entry>  // const entry& (copied into the slot) or entry&& (moved)
+  void deliver(iteration_state* it, const exec_edge& e, Entry&& v, ready_list& ready) {
     const auto local = static_cast<std::size_t>(e.dst_local);
     if (!e.to_merge) {
-      it->slots[static_cast<std::size_t>(e.dst_slot)] = v;
+      it->slots[static_cast<std::size_t>(e.dst_slot)] = std::forward<Entry>(v);
       if (it->nodes[local].pending.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(it, e.dst, ready);
       return;
     }
@@ -757,7 +759,7 @@ class step final : rendezvous::receiver {
       int none = -1;
       // The first live input wins; its value is written before it is published.
       if (it->nodes[local].merge_live.load(std::memory_order_acquire) >= 0) return;
-      it->slots[static_cast<std::size_t>(e.dst_slot)] = v;
+      it->slots[static_cast<std::size_t>(e.dst_slot)] = std::forward<Entry>(v);
       if (!it->nodes[local].merge_live.compare_exchange_strong(none, e.dst_slot - dst.input_start, std::memory_order_seq_cst)) {
         it->slots[static_cast<std::size_t>(e.dst_slot)] = entry{};
         return;
@@ -793,7 +795,11 @@ class step final : rendezvous::receiver {
       case flow::next_iteration: return next_iteration(it, xn, outputs[0], ready);
       default: break;
     }
-    for (const auto& e : xn.out_edges) deliver(it, e, outputs[static_cast<std::size_t>(e.src_port)], ready);
+    for (const auto& e : xn.out_edges) {  // the last edge of each output takes it (they are cleared next)
+      entry& v = outputs[static_cast<std::size_t>(e.src_port)];
+      if (e.last_of_port) deliver(it, e, std::move(v), ready);
+      else deliver(it, e, std::as_const(v), ready);
+    }
   }
 
   /// Fetches of output `port` of xn (only outputs in the root frame are fetched).
