@@ -13201,11 +13201,9 @@ class kernel_context {
     return e.value;
   }
   /// Sets output i to t (shared, not copied); t's dtype must be the node's declared one.
-  void set_output(int i, tensor t) {
-    if (t.dtype() != node_.output_dtype(i))
-      fail(error_code::internal, "kernel produced ", t.dtype(), " for output ", i, " declared ", node_.output_dtype(i));
-    outputs_[static_cast<std::size_t>(i)].value = std::move(t);
-  }
+  void set_output(int i, tensor&& t) { output_of_dtype(i, t.dtype()) = std::move(t); }
+  /// Sets output i to t, shared (assigned: the output's dims keep their storage).
+  void set_output(int i, const tensor& t) { output_of_dtype(i, t.dtype()) = t; }
   /// Output `out` holding input `in`'s value, for a kernel that then writes into it:
   /// input `in`'s own buffer when no other handle shares it (the input is moved out: do not
   /// read it afterwards), else a copy. A loop that writes one row of a loop variable per
@@ -13269,6 +13267,13 @@ class kernel_context {
   std::exception_ptr error() const { return error_; }
 
  private:
+  /// Output i's tensor, after checking that `t` is the node's declared dtype for it.
+  tensor& output_of_dtype(int i, dtype t) {
+    if (t != node_.output_dtype(i))
+      fail(error_code::internal, "kernel produced ", t, " for output ", i, " declared ", node_.output_dtype(i));
+    return outputs_[static_cast<std::size_t>(i)].value;
+  }
+
   const weft::node& node_;
   std::span<entry> inputs_;
   std::span<entry> outputs_;
@@ -13455,6 +13460,7 @@ struct exec_node {
   int num_outputs = 0;  ///< its outputs
   int pending = 0;  ///< data inputs plus control inputs (a Merge: control inputs only)
   bool cheap = false;       ///< run inline by the thread that made it ready (op_def::cheap)
+  bool async = false;       ///< its kernel completes through a callback (op_kernel::is_async; set by finish_executable)
   flow kind = flow::plain;  ///< its part in control flow
   int frame = 0;  ///< the loop frame the node runs in (0: the root), and
   int local = 0;  ///< its index among that frame's nodes
@@ -13548,8 +13554,10 @@ void finish_executable(executable& x);
 WEFT_DETAIL_RUNTIME_INLINE void finish_executable(executable& x) {
   auto& nodes = x.nodes;
   const auto count = nodes.size();
-  for (auto& xn : nodes)
+  for (auto& xn : nodes) {
     if (xn.def) xn.kind = xn.def->def().control;
+    xn.async = xn.kernel && xn.kernel->is_async();
+  }
   const std::vector<passes::frame_node> view = frame_view(x);
   const passes::frame_map frames = passes::find_frames(view, true);
   x.frames.clear();
@@ -14297,7 +14305,7 @@ class step final : rendezvous::receiver {
           continue;
         }
       } else {
-        if (xn.kernel->is_async()) {
+        if (xn.async) {
           start_async(tn, xn, inputs, inline_ready);
           continue;
         }
@@ -14843,7 +14851,7 @@ class step final : rendezvous::receiver {
       elements += in.ref && !in.value.valid() ? in.ref->num_elements() : in.value.num_elements();
     }
     if (elements <= 4096) return placement::cheap;
-    if (elements >= 32768 && !xn.kernel->is_async() && device_of(xn).num_threads() > 1) return placement::large;
+    if (elements >= 32768 && !xn.async && device_of(xn).num_threads() > 1) return placement::large;
     return placement::other;
   }
 

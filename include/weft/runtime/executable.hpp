@@ -58,6 +58,7 @@ struct exec_node {
   int num_outputs = 0;  ///< its outputs
   int pending = 0;  ///< data inputs plus control inputs (a Merge: control inputs only)
   bool cheap = false;       ///< run inline by the thread that made it ready (op_def::cheap)
+  bool async = false;       ///< its kernel completes through a callback (op_kernel::is_async; set by finish_executable)
   flow kind = flow::plain;  ///< its part in control flow
   int frame = 0;  ///< the loop frame the node runs in (0: the root), and
   int local = 0;  ///< its index among that frame's nodes
@@ -151,8 +152,10 @@ void finish_executable(executable& x);
 WEFT_DETAIL_RUNTIME_INLINE void finish_executable(executable& x) {
   auto& nodes = x.nodes;
   const auto count = nodes.size();
-  for (auto& xn : nodes)
+  for (auto& xn : nodes) {
     if (xn.def) xn.kind = xn.def->def().control;
+    xn.async = xn.kernel && xn.kernel->is_async();
+  }
   const std::vector<passes::frame_node> view = frame_view(x);
   const passes::frame_map frames = passes::find_frames(view, true);
   x.frames.clear();

@@ -450,7 +450,7 @@ class step final : rendezvous::receiver {
           continue;
         }
       } else {
-        if (xn.kernel->is_async()) {
+        if (xn.async) {
           start_async(tn, xn, inputs, inline_ready);
           continue;
         }
@@ -996,7 +996,7 @@ class step final : rendezvous::receiver {
       elements += in.ref && !in.value.valid() ? in.ref->num_elements() : in.value.num_elements();
     }
     if (elements <= 4096) return placement::cheap;
-    if (elements >= 32768 && !xn.kernel->is_async() && device_of(xn).num_threads() > 1) return placement::large;
+    if (elements >= 32768 && !xn.async && device_of(xn).num_threads() > 1) return placement::large;
     return placement::other;
   }
 

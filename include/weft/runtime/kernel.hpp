@@ -179,11 +179,9 @@ class kernel_context {
     return e.value;
   }
   /// Sets output i to t (shared, not copied); t's dtype must be the node's declared one.
-  void set_output(int i, tensor t) {
-    if (t.dtype() != node_.output_dtype(i))
-      fail(error_code::internal, "kernel produced ", t.dtype(), " for output ", i, " declared ", node_.output_dtype(i));
-    outputs_[static_cast<std::size_t>(i)].value = std::move(t);
-  }
+  void set_output(int i, tensor&& t) { output_of_dtype(i, t.dtype()) = std::move(t); }
+  /// Sets output i to t, shared (assigned: the output's dims keep their storage).
+  void set_output(int i, const tensor& t) { output_of_dtype(i, t.dtype()) = t; }
   /// Output `out` holding input `in`'s value, for a kernel that then writes into it:
   /// input `in`'s own buffer when no other handle shares it (the input is moved out: do not
   /// read it afterwards), else a copy. A loop that writes one row of a loop variable per
@@ -247,6 +245,13 @@ class kernel_context {
   std::exception_ptr error() const { return error_; }
 
  private:
+  /// Output i's tensor, after checking that `t` is the node's declared dtype for it.
+  tensor& output_of_dtype(int i, dtype t) {
+    if (t != node_.output_dtype(i))
+      fail(error_code::internal, "kernel produced ", t, " for output ", i, " declared ", node_.output_dtype(i));
+    return outputs_[static_cast<std::size_t>(i)].value;
+  }
+
   const weft::node& node_;
   std::span<entry> inputs_;
   std::span<entry> outputs_;
