@@ -188,7 +188,8 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
   CHECK(gpu_dtypes("Add").second.size() == 7);
   CHECK(gpu_dtypes("Cumsum").second.size() == 7);
   CHECK(gpu_dtypes("MaxPoolGradGrad").second.size() == 4);
-  CHECK(gpu_dtypes("MatrixInverse").second.empty());  // not yet: soft placement runs it on the CPU
+  for (const char* op : {"MatrixInverse", "MatrixDeterminant"})
+    CHECK(gpu_dtypes(op).second == std::vector<dtype>{dtype::float32, dtype::float64, dtype::complex64, dtype::complex128});
   CHECK(gpu_dtypes("Cast").second.size() == 15);  // every dtype but string
   CHECK(gpu_dtypes("Select").second.size() == 8);  // both forms, every arithmetic GPU dtype
   CHECK(gpu_dtypes("RandomUniform").first == "dtype");
@@ -446,6 +447,10 @@ TEST_CASE("small integer and bool elementwise ops of host inputs run on the host
 // ---- on a GPU ----
 
 TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "[gpu]") {
+  // Random small integers and edges make singular and ill-conditioned matrices, whose
+  // inverses and determinants two correct LU codes round apart (one finds an exact zero pivot
+  // where the other rounds to 1e-17): these ops are compared on matrices of their own below.
+  const std::set<std::string> inverted{"MatrixInverse", "MatrixDeterminant"};
   std::set<std::string> checked;
   int compared = 0;
   for (const auto& op : test::runnable_ops()) {
@@ -459,7 +464,7 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
         INFO(op << " " << t << " seed " << seed << "\n  CPU: " << (want.ran ? "ran" : want.error) << "\n  GPU: "
                 << (got.ran ? "ran" : got.error));
         CHECK(got.changed_inputs.empty());
-        if (!want.built) continue;
+        if (!want.built || inverted.count(op)) continue;
         CHECK(got.ran == want.ran);
         if (!got.ran || !want.ran || unseeded(want.attrs)) continue;
         REQUIRE(got.outputs.size() == want.outputs.size());
@@ -698,6 +703,73 @@ TEST_CASE("the fused products on the GPU equal MatMul with BiasAdd and Relu or w
             CHECK(difference(r[1], r[0]) == "");
             CHECK(difference(r[3], r[2]) == "");
           }
+}
+
+// The differential test's random matrices are mostly singular or ill-conditioned; these are
+// diagonally dominant (well-conditioned), in batches, and by hand.
+TEST_CASE("MatrixInverse and MatrixDeterminant on the GPU equal the CPU's and name a singular matrix", "[gpu]") {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> value(-1, 1);
+  // A tensor of dtype t and dims d: each matrix's diagonal in [1, 2] (plus up to 0.5i for the
+  // complex types), the rest within 1 / (2 n), so that each row's other entries sum to less
+  // than half its diagonal's (well-conditioned, and a determinant of at most 2.5^n).
+  auto matrices = [&](dtype t, std::vector<std::int64_t> d) {
+    const shape s(d);
+    const std::int64_t n = s.rank() ? s[s.rank() - 1] : 1;
+    tensor out = tensor::zeros(t, s);
+    for (std::int64_t e = 0; e < s.num_elements(); ++e) {
+      const std::int64_t i = e / n % n, j = e % n;
+      const double scale = i == j ? 0.5 : 0.5 / static_cast<double>(n);
+      const double re = (i == j ? 1.5 : 0.0) + scale * value(rng), im = is_complex(t) ? scale * value(rng) : 0.0;
+      if (t == dtype::float32) out.data<float>()[e] = static_cast<float>(re);
+      else if (t == dtype::float64) out.data<double>()[e] = re;
+      else if (t == dtype::complex64) out.data<complex64>()[e] = complex64(static_cast<float>(re), static_cast<float>(im));
+      else out.data<complex128>()[e] = complex128(re, im);
+    }
+    return out;
+  };
+  session_options o;
+  o.device_count = {{"GPU", 1}};
+  for (dtype t : {dtype::float32, dtype::float64, dtype::complex64, dtype::complex128})
+    for (const std::vector<std::int64_t>& d : std::vector<std::vector<std::int64_t>>{
+             {1, 1}, {4, 4}, {2, 3, 5, 5}, {33, 33}, {2, 70, 70}, {3, 0, 0}, {0, 4, 4}, {2, 0, 2, 2}, {0, 0}})
+      for (bool adjoint : {false, true}) {
+        INFO(t << " " << shape(d) << " adjoint " << adjoint);
+        graph g;
+        const output x = g.constant(matrices(t, d), "x").out(0);
+        std::vector<endpoint> fetches;
+        for (const char* device : {"/device:CPU:0", "/device:GPU:0"}) {
+          auto scope = g.device_scope(device);
+          fetches.push_back(g.op("MatrixInverse", {x}, {{"adjoint", adjoint}}).out(0));
+          fetches.push_back(g.op("MatrixDeterminant", {x}).out(0));
+        }
+        session s(g, o);
+        const auto r = s.run({}, fetches);
+        CHECK(difference(r[2], r[0]) == "");
+        CHECK(difference(r[3], r[1]) == "");
+      }
+  // By hand: [[4, 7], [2, 6]]^-1 = [[0.6, -0.7], [-0.2, 0.4]], its determinant 10; the second
+  // matrix's rows are dependent (an exact zero pivot): its determinant is 0 and its inverse an
+  // error naming the node and the matrix, at the fetch.
+  graph g;
+  auto& x = g.placeholder(dtype::float64, partial_shape::unknown_rank(), "x");
+  output inverse, determinant;
+  {
+    auto scope = g.device_scope("/device:GPU:0");
+    inverse = g.op("MatrixInverse", {x}, {}, "inverse").out(0);
+    determinant = g.op("MatrixDeterminant", {x}, {}, "determinant").out(0);
+  }
+  session s(g, o);
+  const tensor good = tensor::of<double>({2, 2}, {4, 7, 2, 6});
+  const auto r = s.run({{x, good}}, {inverse, determinant});
+  const std::vector<double> want{0.6, -0.7, -0.2, 0.4};
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(r[0].to_vector<double>()[i] == Approx(want[i]).margin(1e-15));
+  CHECK(r[1].scalar_value<double>() == Approx(10.0));
+  const tensor batch = tensor::of<double>({2, 2, 2}, {4, 7, 2, 6, 1, 2, 2, 4});
+  CHECK(s.run({{x, batch}}, {determinant})[0].to_vector<double>() == std::vector<double>{10.0, 0.0});
+  test::require_error([&] { s.run({{x, batch}}, {inverse}); }, {"inverse", "MatrixInverse", "not invertible", "matrix 1"});
+  // The session goes on.
+  CHECK(s.run({{x, good}}, {determinant})[0].scalar_value<double>() == Approx(10.0));
 }
 
 TEST_CASE("a product's bias and ReLU run in cuBLASLt's epilogue at an aligned bias and in two passes at another", "[gpu]") {

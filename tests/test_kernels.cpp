@@ -628,6 +628,17 @@ TEST_CASE("MatrixInverse and MatrixDeterminant") {
   for (int i = 0; i < 4; ++i) CHECK(inv[static_cast<std::size_t>(i)] == Approx(expect[static_cast<std::size_t>(i)]));
   CHECK(eval(g, g.op("MatrixDeterminant", {a})).scalar_value<double>() == Approx(10.0));
   test::require_error([&] { eval(g, g.op("MatrixInverse", {c<double>(g, {2, 2}, {1, 2, 2, 4})})); }, {"not invertible"});
+  // TensorFlow's test, which the GPU's kernel shares: a zero or NaN pivot of the LU factors
+  // with partial pivoting. In a batch the error names the matrix; its determinant is 0. A
+  // nearly singular matrix is inverted ([[1, 2], [2, 4 + 2^-20]]: 2^20 * [[4 + 2^-20, -2], [-2, 1]]).
+  auto& batch = c<double>(g, {2, 2, 2}, {4, 7, 2, 6, 1, 2, 2, 4});
+  test::require_error([&] { eval(g, g.op("MatrixInverse", {batch})); }, {"MatrixInverse", "not invertible", "matrix 1"});
+  CHECK(eval(g, g.op("MatrixDeterminant", {batch})).to_vector<double>() == std::vector<double>{10.0, 0.0});
+  const double nan = std::numeric_limits<double>::quiet_NaN(), tiny = std::ldexp(1.0, -20);
+  test::require_error([&] { eval(g, g.op("MatrixInverse", {c<double>(g, {2, 2}, {1, nan, 2, 4})})); }, {"not invertible"});
+  const auto near = eval(g, g.op("MatrixInverse", {c<double>(g, {2, 2}, {1, 2, 2, 4 + tiny})})).to_vector<double>();
+  const std::vector<double> near_want{(4 + tiny) / tiny, -2 / tiny, -2 / tiny, 1 / tiny};
+  for (std::size_t i = 0; i < near.size(); ++i) CHECK(near[i] == Approx(near_want[i]));
 }
 
 TEST_CASE("random ops are seeded, reproducible and have the right moments") {

@@ -23327,31 +23327,18 @@ struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
 };
 }  // namespace weft
 /// @file
-/// CPU kernels for MatrixInverse (LU with full pivoting; a singular matrix is an error, as
-/// in TensorFlow) and MatrixDeterminant (LU with partial pivoting), batched over leading dims.
+/// CPU kernels for MatrixInverse and MatrixDeterminant, batched over leading dims: LU
+/// factors with partial pivoting, as TensorFlow's kernels and the GPU's (cuBLAS's
+/// getrfBatched) compute them. A matrix whose factors have a zero (or NaN) pivot is
+/// singular: MatrixInverse fails naming it (TensorFlow's check; a nearly singular matrix
+/// gives large values), MatrixDeterminant gives 0.
 
 #include <Eigen/LU>
 
 /// @file
-/// CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels (float
-/// products through weft's own GEMM on x86-64 CPUs with AVX2 and FMA, with its AVX-512 block
-/// where the CPU has AVX-512F: sgemm.hpp), with the output rows or columns split across the intra-op
-/// threads. (Eigen's dense product compiles in a fraction of the time of its Tensor
-/// contraction and reaches the same speed.)
-/// float16 and bfloat16 multiply in float32 (bfloat16 products through bgemm.hpp's GEMM where
-/// the CPU has AVX-512 BF16); int32 and int64 in uint32 and uint64, which wrap.
-
-#include <Eigen/Core>
-
-#include <cstdint>
-#include <memory>
-#include <new>
-#include <optional>
-#include <type_traits>
-
-/// @file
-/// The dims of a matrix product op(a) op(b), device-neutral: the fused products' kernels on
-/// the CPU (kernels/cpu/matmul.hpp, kernels/cpu/training.hpp) and on the GPU
+/// The dims of a matrix product op(a) op(b) and of a batch of square matrices,
+/// device-neutral: the fused products' and the linear algebra ops' kernels on the CPU
+/// (kernels/cpu/matmul.hpp, kernels/cpu/training.hpp, kernels/cpu/linalg.hpp) and on the GPU
 /// (cuda/kernels.hpp) check their operands here, with the same errors.
 
 #include <cstdint>
@@ -23396,7 +23383,32 @@ inline product_dims masked_product_dims(const shape& a, const shape& b, const sh
   return d;
 }
 
+/// The size n of the [..., n, n] matrices of shape s (MatrixInverse's, MatrixDeterminant's
+/// input), or an error naming s when they are not square.
+inline std::int64_t square_matrix_size(const shape& s) {
+  if (s.rank() < 2 || s[s.rank() - 1] != s[s.rank() - 2])
+    fail(error_code::invalid_argument, "input must hold square matrices, got shape ", s);
+  return s[s.rank() - 1];
+}
+
 }  // namespace weft
+/// @file
+/// CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels (float
+/// products through weft's own GEMM on x86-64 CPUs with AVX2 and FMA, with its AVX-512 block
+/// where the CPU has AVX-512F: sgemm.hpp), with the output rows or columns split across the intra-op
+/// threads. (Eigen's dense product compiles in a fraction of the time of its Tensor
+/// contraction and reaches the same speed.)
+/// float16 and bfloat16 multiply in float32 (bfloat16 products through bgemm.hpp's GEMM where
+/// the CPU has AVX-512 BF16); int32 and int64 in uint32 and uint64, which wrap.
+
+#include <Eigen/Core>
+
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <optional>
+#include <type_traits>
+
 /// @file
 /// weft's bfloat16 GEMM for x86-64 CPUs with AVX-512 BF16 (AMD Zen 4 and later, Intel Cooper
 /// Lake and Sapphire Rapids), chosen at run time like sgemm.hpp's blocks: out (float) =
@@ -25440,13 +25452,6 @@ struct kernel_for<ops::BatchMatMulV2, T, device_types::cpu> {
 
 namespace weft::cpu {
 
-/// The size n of x's [..., n, n] matrices, or an error when they are not square.
-inline std::int64_t square_size(const tensor& x) {
-  if (x.rank() < 2 || x.shape()[x.rank() - 1] != x.shape()[x.rank() - 2])
-    fail(error_code::invalid_argument, "input must hold square matrices, got shape ", x.shape());
-  return x.shape()[x.rank() - 1];
-}
-
 /// The CPU kernel of MatrixInverse.
 template <class T>
 struct matrix_inverse_kernel final : op_kernel {
@@ -25455,14 +25460,15 @@ struct matrix_inverse_kernel final : op_kernel {
   void compute(kernel_context& ctx) const override {
     using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     const tensor& x = ctx.input(0);
-    std::int64_t k = square_size(x);
+    std::int64_t k = square_matrix_size(x.shape());
     tensor& out = ctx.allocate_output(0, x.shape());
     std::int64_t batch = k ? x.num_elements() / (k * k) : 0;
     for (std::int64_t b = 0; b < batch; ++b) {
       Eigen::Map<const M> in(x.data<T>() + b * k * k, k, k);
       Eigen::Map<M> o(out.data<T>() + b * k * k, k, k);
-      Eigen::FullPivLU<M> lu(adjoint_ ? M(in.adjoint()) : M(in));
-      if (!lu.isInvertible()) fail(error_code::invalid_argument, "matrix ", b, " is not invertible");
+      const Eigen::PartialPivLU<M> lu(adjoint_ ? M(in.adjoint()) : M(in));
+      if (!(lu.matrixLU().diagonal().cwiseAbs().array() > 0).all())  // a NaN too (minCoeff would skip it)
+        fail(error_code::invalid_argument, "the input is not invertible (a zero pivot): matrix ", b);
       o = lu.inverse();
     }
   }
@@ -25478,7 +25484,7 @@ struct matrix_determinant_kernel final : op_kernel {
   void compute(kernel_context& ctx) const override {
     using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     const tensor& x = ctx.input(0);
-    std::int64_t k = square_size(x);
+    std::int64_t k = square_matrix_size(x.shape());
     std::vector<std::int64_t> dims(x.shape().dims().begin(), x.shape().dims().end() - 2);
     tensor& out = ctx.allocate_output(0, shape(dims));
     T* o = out.data<T>();

@@ -1,6 +1,7 @@
 /// @file
-/// The dims of a matrix product op(a) op(b), device-neutral: the fused products' kernels on
-/// the CPU (kernels/cpu/matmul.hpp, kernels/cpu/training.hpp) and on the GPU
+/// The dims of a matrix product op(a) op(b) and of a batch of square matrices,
+/// device-neutral: the fused products' and the linear algebra ops' kernels on the CPU
+/// (kernels/cpu/matmul.hpp, kernels/cpu/training.hpp, kernels/cpu/linalg.hpp) and on the GPU
 /// (cuda/kernels.hpp) check their operands here, with the same errors.
 #pragma once
 
@@ -46,6 +47,14 @@ inline product_dims masked_product_dims(const shape& a, const shape& b, const sh
     fail(error_code::invalid_argument, "the features of shape ", features, " do not match the product's shape ",
          shape{d.m, d.n});
   return d;
+}
+
+/// The size n of the [..., n, n] matrices of shape s (MatrixInverse's, MatrixDeterminant's
+/// input), or an error naming s when they are not square.
+inline std::int64_t square_matrix_size(const shape& s) {
+  if (s.rank() < 2 || s[s.rank() - 1] != s[s.rank() - 2])
+    fail(error_code::invalid_argument, "input must hold square matrices, got shape ", s);
+  return s[s.rank() - 1];
 }
 
 }  // namespace weft

@@ -958,6 +958,154 @@ struct gpu_fused_matmul_relu_grad final : op_kernel {
   bool transpose_a_, transpose_b_;
 };
 
+// ---- linear algebra: cuBLAS's batched LU ----
+
+/// The launch code of a linear algebra dtype, or an unimplemented error.
+inline launch::linalg_elem linalg_elem_of(dtype t) {
+  switch (t) {
+    case dtype::float32: return launch::linalg_elem::f32;
+    case dtype::float64: return launch::linalg_elem::f64;
+    case dtype::complex64: return launch::linalg_elem::c64;
+    case dtype::complex128: return launch::linalg_elem::c128;
+    default: fail(error_code::unimplemented, t, " linear algebra is not supported on the GPU");
+  }
+}
+
+/// The LU factors of a batch of n x n matrices (or of their adjoints), with partial pivoting,
+/// by cuBLAS's getrfBatched, in a buffer of their own; what cuBLAS reads and writes around
+/// them: the device's arrays of pointers to each matrix (the factors', then those of the
+/// inverses' buffer where one is given), the pivots and each matrix's info (which the
+/// kernels do not read: a singular matrix is found on U's diagonal, as on the CPU). Enqueued
+/// on the compute stream; nothing waits.
+class batched_lu {
+ public:
+  /// Factors the matrices of x (batch n x n, n > 0, in the GPU's memory), or their adjoints.
+  batched_lu(const gpu_device& g, const tensor& x, std::int64_t n, bool adjoint, void* inverses = nullptr)
+      : batch_(x.num_elements() / (n * n)), n_(n), t_(x.dtype()),
+        factors_(x.dtype(), x.shape(), g.get_allocator()),
+        pointers_(dtype::uint8, shape{static_cast<std::int64_t>(sizeof(void*)) * batch_ * (inverses ? 2 : 1)}, g.get_allocator()),
+        pivots_(dtype::int32, shape{batch_ * n}, g.get_allocator()),
+        info_(dtype::int32, shape{batch_}, g.get_allocator()) {
+    if (n > std::numeric_limits<int>::max() || batch_ > std::numeric_limits<int>::max())
+      fail(error_code::unimplemented, batch_, " matrices of ", n, " x ", n, " (cuBLAS's batched LU takes at most 2^31 - 1 of each)");
+    const launch::linalg_elem e = linalg_elem_of(t_);
+    const std::int64_t matrix_bytes = n * n * static_cast<std::int64_t>(size_of(t_));
+    const library_call call(g);
+    if (adjoint) launch::adjoint_op(e, x.raw_data(), factors_.raw_data(), batch_, n, g.stream());
+    else check(cudaMemcpyAsync(factors_.raw_data(), x.raw_data(), x.bytes(), cudaMemcpyDeviceToDevice, g.stream()), "cudaMemcpyAsync");
+    launch::pointer_array_op(factors_.raw_data(), matrix_bytes, pointers(), batch_, g.stream());
+    if (inverses) launch::pointer_array_op(inverses, matrix_bytes, pointers() + batch_, batch_, g.stream());
+    launched("the matrices' pointers");
+    const int N = static_cast<int>(n), B = static_cast<int>(batch_);
+    int* const pivots = pivots_.data<std::int32_t>();
+    int* const info = info_.data<std::int32_t>();
+    switch (t_) {
+      case dtype::float32:
+        check(cublasSgetrfBatched(g.blas(), N, reinterpret_cast<float* const*>(pointers()), N, pivots, info, B), "cublasSgetrfBatched");
+        break;
+      case dtype::float64:
+        check(cublasDgetrfBatched(g.blas(), N, reinterpret_cast<double* const*>(pointers()), N, pivots, info, B), "cublasDgetrfBatched");
+        break;
+      case dtype::complex64:
+        check(cublasCgetrfBatched(g.blas(), N, reinterpret_cast<cuComplex* const*>(pointers()), N, pivots, info, B), "cublasCgetrfBatched");
+        break;
+      default:
+        check(cublasZgetrfBatched(g.blas(), N, reinterpret_cast<cuDoubleComplex* const*>(pointers()), N, pivots, info, B),
+              "cublasZgetrfBatched");
+    }
+  }
+
+  /// Writes the inverses of the factored matrices into the buffer given at construction
+  /// (getriBatched), and reports a singular matrix (a zero or NaN pivot) in `error`.
+  void invert(const gpu_device& g, std::int64_t* error) {
+    const int N = static_cast<int>(n_), B = static_cast<int>(batch_);
+    const int* const pivots = pivots_.data<std::int32_t>();
+    int* const info = info_.data<std::int32_t>();
+    {
+      const library_call call(g);
+      void** in = pointers();
+      void** out = pointers() + batch_;
+      switch (t_) {
+        case dtype::float32:
+          check(cublasSgetriBatched(g.blas(), N, reinterpret_cast<const float* const*>(in), N, pivots,
+                                    reinterpret_cast<float* const*>(out), N, info, B), "cublasSgetriBatched");
+          break;
+        case dtype::float64:
+          check(cublasDgetriBatched(g.blas(), N, reinterpret_cast<const double* const*>(in), N, pivots,
+                                    reinterpret_cast<double* const*>(out), N, info, B), "cublasDgetriBatched");
+          break;
+        case dtype::complex64:
+          check(cublasCgetriBatched(g.blas(), N, reinterpret_cast<const cuComplex* const*>(in), N, pivots,
+                                    reinterpret_cast<cuComplex* const*>(out), N, info, B), "cublasCgetriBatched");
+          break;
+        default:
+          check(cublasZgetriBatched(g.blas(), N, reinterpret_cast<const cuDoubleComplex* const*>(in), N, pivots,
+                                    reinterpret_cast<cuDoubleComplex* const*>(out), N, info, B), "cublasZgetriBatched");
+      }
+    }
+    launch::lu_singular_op(linalg_elem_of(t_), factors_.raw_data(), batch_, n_, error, g.stream());
+    launched("the pivots' check");
+  }
+
+  /// Writes each matrix's determinant into det (batch elements of the matrices' dtype).
+  void determinants(const gpu_device& g, void* det) const {
+    launch::lu_determinant_op(linalg_elem_of(t_), factors_.raw_data(), pivots_.data<std::int32_t>(), det, batch_, n_, g.stream());
+    launched("the determinants");
+  }
+
+ private:
+  void** pointers() const { return static_cast<void**>(pointers_.raw_data()); }
+
+  std::int64_t batch_, n_;
+  dtype t_;
+  tensor factors_, pointers_, pivots_, info_;
+};
+
+/// The GPU kernel of MatrixInverse: LU factors with partial pivoting and the inverse from
+/// them (cuBLAS's getrfBatched and getriBatched), as TensorFlow's GPU kernel computes it. A
+/// matrix with a zero or NaN pivot is singular (the CPU kernel's test): reported at the next
+/// wait, naming the node and the matrix (its values are then whatever cuBLAS made of them).
+struct gpu_matrix_inverse final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
+  explicit gpu_matrix_inverse(const node& n)
+      : adjoint_(n.attr<bool>("adjoint")), message_(n.describe() + ": the input is not invertible (a zero pivot): matrix ") {
+    (void)linalg_elem_of(n.output_dtype(0));
+  }
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    const std::int64_t n = square_matrix_size(x.shape());
+    tensor& out = ctx.allocate_output(0, x.shape());
+    if (out.num_elements() == 0) return;
+    const auto& g = gpu_of(ctx.device());
+    batched_lu lu(g, x, n, adjoint_, out.raw_data());
+    lu.invert(g, g.errors().claim(message_));
+  }
+ private:
+  bool adjoint_;
+  std::string message_;
+};
+
+/// The GPU kernel of MatrixDeterminant: the product of the diagonal of LU factors with
+/// partial pivoting (cuBLAS's getrfBatched), negated per row interchange; 1 for 0 x 0 matrices.
+struct gpu_matrix_determinant final : op_kernel {
+  /// The kernel of node n: its dtype is checked here, once.
+  explicit gpu_matrix_determinant(const node& n) { (void)linalg_elem_of(n.output_dtype(0)); }
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    const std::int64_t n = square_matrix_size(x.shape());
+    const auto& dims = x.shape().dims();
+    tensor& det = ctx.allocate_output(0, shape(std::vector<std::int64_t>(dims.begin(), dims.end() - 2)));
+    if (det.num_elements() == 0) return;
+    const auto& g = gpu_of(ctx.device());
+    if (n == 0) {
+      launch::lu_determinant_op(linalg_elem_of(x.dtype()), nullptr, nullptr, det.raw_data(), det.num_elements(), 0, g.stream());
+      launched("the determinants");
+      return;
+    }
+    batched_lu(g, x, n, false).determinants(g, det.raw_data());
+  }
+};
+
 // ---- nn ----
 
 /// The channel dim of a BiasAdd input: the last (NHWC) or the second (NCHW).
@@ -2097,6 +2245,7 @@ inline bool register_gpu_kernels() {
     ops::register_training_ops();
     ops::register_random_ops();
     const std::vector<dtype> floats = {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64};
+    const std::vector<dtype> linalg_types = {dtype::float32, dtype::float64, dtype::complex64, dtype::complex128};
     const std::vector<dtype> signed_numbers = {dtype::float16, dtype::bfloat16, dtype::float32,
                                                              dtype::float64, dtype::int32, dtype::int64};
     const std::vector<dtype> numbers = {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64,
@@ -2165,6 +2314,8 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_arg_reduce<false>>("ArgMin", "T", numbers);
     register_gpu_kernel_for<gpu_matmul>("MatMul", "T", floats);
     register_gpu_kernel_for<gpu_batch_matmul>("BatchMatMulV2", "T", floats);
+    register_gpu_kernel_for<gpu_matrix_inverse>("MatrixInverse", "T", linalg_types);
+    register_gpu_kernel_for<gpu_matrix_determinant>("MatrixDeterminant", "T", linalg_types);
     register_gpu_kernel_for<gpu_fused_matmul_bias_add>(ops::fused_matmul_bias_add_op, "T", {dtype::float32, dtype::bfloat16});
     register_gpu_kernel_for<gpu_fused_matmul_relu_grad>(ops::fused_matmul_relu_grad_op, "T", {dtype::float32, dtype::bfloat16});
     register_gpu_kernel_for<gpu_bias_add>("BiasAdd", "T", floats);

@@ -886,6 +886,70 @@ __global__ void gather_rows_kernel(const U* params, const I* indices, U* out, st
   }
 }
 
+
+// ---- linear algebra: around cuBLAS's batched LU ----
+template <class R> __device__ __forceinline__ R conjugate(R x) { return x; }
+template <class R> __device__ __forceinline__ complex_of<R> conjugate(complex_of<R> x) { return {x.re, -x.im}; }
+template <class R> __device__ __forceinline__ R times(R a, R b) { return a * b; }
+template <class R> __device__ __forceinline__ complex_of<R> times(complex_of<R> a, complex_of<R> b) {
+  return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+}
+template <class R> __device__ __forceinline__ R negated(R x) { return -x; }
+template <class R> __device__ __forceinline__ complex_of<R> negated(complex_of<R> x) { return {-x.re, -x.im}; }
+template <class R> __device__ __forceinline__ R one_of(R) { return R(1); }
+template <class R> __device__ __forceinline__ complex_of<R> one_of(complex_of<R>) { return {R(1), R(0)}; }
+
+template <class F>
+void dispatch_linalg(linalg_elem t, F&& f) {
+  switch (t) {
+    case linalg_elem::f32: return f(float{});
+    case linalg_elem::f64: return f(double{});
+    case linalg_elem::c64: return f(complex_of<float>{});
+    case linalg_elem::c128: return f(complex_of<double>{});
+  }
+}
+
+__global__ void pointer_array_kernel(char* base, std::int64_t step, void** pointers, std::int64_t count) {
+  WEFT_GRID_LOOP(b, count) pointers[b] = base + b * step;
+}
+
+// y[b, i, j] = conj(x[b, j, i]).
+template <class T>
+__global__ void adjoint_kernel(const T* x, T* y, std::int64_t batch, std::int64_t n) {
+  WEFT_GRID_LOOP(e, batch * n * n) {
+    const std::int64_t b = e / (n * n), r = e - b * n * n, i = r / n, j = r - i * n;
+    y[e] = conjugate(x[(b * n + j) * n + i]);
+  }
+}
+
+// A thread a matrix: U's diagonal multiplied in order, the sign flipped per interchange.
+template <class T>
+__global__ void lu_determinant_kernel(const T* lu, const int* pivots, T* det, std::int64_t batch, std::int64_t n) {
+  WEFT_GRID_LOOP(b, batch) {
+    T d = one_of(T{});
+    bool odd = false;
+    for (std::int64_t i = 0; i < n; ++i) {
+      d = times(d, lu[(b * n + i) * n + i]);
+      odd ^= pivots[b * n + i] != i + 1;
+    }
+    det[b] = odd ? negated(d) : d;
+  }
+}
+
+// Whether a pivot makes its matrix singular: 0 or NaN (!(|x| > 0), the CPU's test).
+template <class R> __device__ __forceinline__ bool singular_pivot(R x) { return !(x > R(0) || x < R(0)); }
+template <class R> __device__ __forceinline__ bool singular_pivot(complex_of<R> x) {
+  return x.re != x.re || x.im != x.im || (x.re == R(0) && x.im == R(0));
+}
+
+template <class T>
+__global__ void lu_singular_kernel(const T* lu, std::int64_t batch, std::int64_t n, std::int64_t* error) {
+  WEFT_GRID_LOOP(e, batch * n) {
+    const std::int64_t b = e / n, i = e - b * n;
+    if (singular_pivot(lu[(b * n + i) * n + i])) report(error, b);
+  }
+}
+
 }  // namespace kernels
 
 // ---- the entry points ----
@@ -1316,6 +1380,41 @@ void gather_rows_op(const void* params, const void* indices, bool indices_int64,
   if (aligned(8)) go(std::uint64_t{});
   else if (aligned(4)) go(std::uint32_t{});
   else go(std::uint8_t{});
+}
+
+void pointer_array_op(void* base, std::int64_t step_bytes, void** pointers, std::int64_t count, cudaStream_t s) {
+  if (count <= 0) return;
+  kernels::pointer_array_kernel<<<kernels::blocks_for(count), kernels::threads, 0, s>>>(static_cast<char*>(base), step_bytes,
+                                                                                     pointers, count);
+}
+
+void adjoint_op(linalg_elem t, const void* x, void* y, std::int64_t batch, std::int64_t n, cudaStream_t s) {
+  const std::int64_t count = batch * n * n;
+  if (count <= 0) return;
+  kernels::dispatch_linalg(t, [&](auto v) {
+    using T = decltype(v);
+    kernels::adjoint_kernel<T><<<kernels::blocks_for(count), kernels::threads, 0, s>>>(static_cast<const T*>(x),
+                                                                                      static_cast<T*>(y), batch, n);
+  });
+}
+
+void lu_determinant_op(linalg_elem t, const void* lu, const int* pivots, void* det, std::int64_t batch, std::int64_t n,
+                       cudaStream_t s) {
+  if (batch <= 0) return;
+  kernels::dispatch_linalg(t, [&](auto v) {
+    using T = decltype(v);
+    kernels::lu_determinant_kernel<T><<<kernels::blocks_for(batch), kernels::threads, 0, s>>>(
+        static_cast<const T*>(lu), pivots, static_cast<T*>(det), batch, n);
+  });
+}
+
+void lu_singular_op(linalg_elem t, const void* lu, std::int64_t batch, std::int64_t n, std::int64_t* error, cudaStream_t s) {
+  if (batch * n <= 0) return;
+  kernels::dispatch_linalg(t, [&](auto v) {
+    using T = decltype(v);
+    kernels::lu_singular_kernel<T><<<kernels::blocks_for(batch * n), kernels::threads, 0, s>>>(static_cast<const T*>(lu), batch,
+                                                                                              n, error);
+  });
 }
 
 }  // namespace weft::cuda::launch

@@ -287,6 +287,22 @@ void random_op(distribution d, elem t, std::uint64_t key, std::uint64_t base, st
 void dropout_op(elem t, std::uint64_t key, std::uint64_t base, const void* x, const void* rate, void* out, void* mask,
                 std::int64_t n, std::int64_t* error, cudaStream_t stream);
 
+/// The element types of the linear algebra kernels (MatrixInverse, MatrixDeterminant).
+enum class linalg_elem : int { f32, f64, c64, c128 };
+/// pointers[b] = base + b * step_bytes for b < count: the arrays of matrix pointers that
+/// cuBLAS's batched LU factorization takes, written on the device.
+void pointer_array_op(void* base, std::int64_t step_bytes, void** pointers, std::int64_t count, cudaStream_t stream);
+/// y[b] = the adjoint (the conjugate transpose) of x[b], for `batch` row-major n x n matrices.
+void adjoint_op(linalg_elem t, const void* x, void* y, std::int64_t batch, std::int64_t n, cudaStream_t stream);
+/// det[b] = the determinant of matrix b from its LU factors as cuBLAS's getrfBatched leaves
+/// them (`lu`: batch n x n matrices; `pivots`: n 1-based row interchanges each): the product
+/// of U's diagonal, negated once per interchange; 1 where n is 0.
+void lu_determinant_op(linalg_elem t, const void* lu, const int* pivots, void* det, std::int64_t batch, std::int64_t n,
+                       cudaStream_t stream);
+/// Reports in `error` the index of a matrix whose LU factors (as lu_determinant_op reads them)
+/// have a zero or NaN on U's diagonal: singular, as the CPU's kernel finds it.
+void lu_singular_op(linalg_elem t, const void* lu, std::int64_t batch, std::int64_t n, std::int64_t* error, cudaStream_t stream);
+
 /// A row gather: out[o, i, :] = params[o, indices[i], :] for `outer` blocks of `rows` rows
 /// (params) and of n rows (out), rows of `row_bytes` bytes; an index outside [0, rows) gives
 /// a row of zeros and is reported in `error` (also where rows hold nothing).

@@ -1,22 +1,19 @@
 /// @file
-/// CPU kernels for MatrixInverse (LU with full pivoting; a singular matrix is an error, as
-/// in TensorFlow) and MatrixDeterminant (LU with partial pivoting), batched over leading dims.
+/// CPU kernels for MatrixInverse and MatrixDeterminant, batched over leading dims: LU
+/// factors with partial pivoting, as TensorFlow's kernels and the GPU's (cuBLAS's
+/// getrfBatched) compute them. A matrix whose factors have a zero (or NaN) pivot is
+/// singular: MatrixInverse fails naming it (TensorFlow's check; a nearly singular matrix
+/// gives large values), MatrixDeterminant gives 0.
 #pragma once
 
 #include <Eigen/LU>
 
+#include <weft/core/product_dims.hpp>
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/kernels/cpu/matmul.hpp>
 #include <weft/ops/matrix_ops.hpp>
 
 namespace weft::cpu {
-
-/// The size n of x's [..., n, n] matrices, or an error when they are not square.
-inline std::int64_t square_size(const tensor& x) {
-  if (x.rank() < 2 || x.shape()[x.rank() - 1] != x.shape()[x.rank() - 2])
-    fail(error_code::invalid_argument, "input must hold square matrices, got shape ", x.shape());
-  return x.shape()[x.rank() - 1];
-}
 
 /// The CPU kernel of MatrixInverse.
 template <class T>
@@ -26,14 +23,15 @@ struct matrix_inverse_kernel final : op_kernel {
   void compute(kernel_context& ctx) const override {
     using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     const tensor& x = ctx.input(0);
-    std::int64_t k = square_size(x);
+    std::int64_t k = square_matrix_size(x.shape());
     tensor& out = ctx.allocate_output(0, x.shape());
     std::int64_t batch = k ? x.num_elements() / (k * k) : 0;
     for (std::int64_t b = 0; b < batch; ++b) {
       Eigen::Map<const M> in(x.data<T>() + b * k * k, k, k);
       Eigen::Map<M> o(out.data<T>() + b * k * k, k, k);
-      Eigen::FullPivLU<M> lu(adjoint_ ? M(in.adjoint()) : M(in));
-      if (!lu.isInvertible()) fail(error_code::invalid_argument, "matrix ", b, " is not invertible");
+      const Eigen::PartialPivLU<M> lu(adjoint_ ? M(in.adjoint()) : M(in));
+      if (!(lu.matrixLU().diagonal().cwiseAbs().array() > 0).all())  // a NaN too (minCoeff would skip it)
+        fail(error_code::invalid_argument, "the input is not invertible (a zero pivot): matrix ", b);
       o = lu.inverse();
     }
   }
@@ -49,7 +47,7 @@ struct matrix_determinant_kernel final : op_kernel {
   void compute(kernel_context& ctx) const override {
     using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     const tensor& x = ctx.input(0);
-    std::int64_t k = square_size(x);
+    std::int64_t k = square_matrix_size(x.shape());
     std::vector<std::int64_t> dims(x.shape().dims().begin(), x.shape().dims().end() - 2);
     tensor& out = ctx.allocate_output(0, shape(dims));
     T* o = out.data<T>();
