@@ -2,11 +2,13 @@
 
 #include <weft/core/inline_deque.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <random>
 #include <thread>
+#include <vector>
 
 using namespace weft;
 
@@ -83,9 +85,11 @@ TEST_CASE("long chains and wide fan-outs run, inline and on the pool") {
 }
 
 TEST_CASE("a thread's steps reuse the root's arrays and the handoff across executables of any size and failed steps") {
-  // A thread keeps its last step's root arrays when they are small (a large chain's are not
-  // kept) and its handoff when no pool task holds it: steps of three sessions in turn, a
-  // failed step among them, each value worked out by hand.
+  // A thread keeps its last step's root arrays when they are small (a large chain's are kept
+  // by its executable) and its handoff when no pool task holds it: steps of three sessions in
+  // turn, a failed step among them, each value worked out by hand; then the large chain's
+  // steps on three threads at once (each takes the executable's arrays or makes its own) and
+  // failing.
   for (int threads : {0, 2}) {
     INFO(threads << " inter-op threads");
     session_options o;
@@ -99,6 +103,8 @@ TEST_CASE("a thread's steps reuse the root's arrays and the handoff across execu
     output z = v;
     auto& one = large.constant(tensor::scalar(1.0f));
     for (int i = 0; i < 1500; ++i) z = large.op("Add", {z, one}).out(0);
+    auto& large_shape = large.placeholder(dtype::int32, {1}, "large_shape");
+    const output large_bad = large.op("Reshape", {z, large_shape}, {}, "large_bad").out(0);
     graph branchy;  // p ? (u * u) : -u; the untaken branch leaves dead values in the slots
     auto& u = branchy.placeholder(dtype::float32, {}, "u");
     auto& p = branchy.placeholder(dtype::boolean, {}, "p");
@@ -117,6 +123,23 @@ TEST_CASE("a thread's steps reuse the root's arrays and the handoff across execu
                           {"node 'bad' (Reshape)"});
       CHECK(a.run({{x, tensor::scalar(-r)}}, {y})[0].scalar_value<float>() == 1 - r);
       CHECK(c.run({{u, tensor::scalar(r)}, {p, tensor::scalar(false)}}, {m})[0].scalar_value<float>() == -r);
+    }
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> runners;
+    for (int t = 0; t < 3; ++t)
+      runners.emplace_back([&, t] {
+        for (int i = 0; i < 10; ++i) {
+          const float r = static_cast<float>(t * 10 + i);
+          if (b.run({{v, tensor::scalar(r)}}, {z})[0].scalar_value<float>() != r + 1500) ++wrong;
+        }
+      });
+    for (auto& runner : runners) runner.join();
+    CHECK(wrong == 0);
+    for (int round = 0; round < 2; ++round) {
+      test::require_error([&] { b.run({{v, tensor::scalar(1.0f)}, {large_shape, tensor::of<std::int32_t>({1}, {2})}}, {large_bad}); },
+                          {"node 'large_bad' (Reshape)"});
+      CHECK(b.run({{v, tensor::scalar(2.0f)}, {large_shape, tensor::of<std::int32_t>({1}, {1})}}, {large_bad})[0].to_vector<float>() ==
+            std::vector<float>{1502});
     }
   }
 }

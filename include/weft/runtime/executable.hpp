@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -88,6 +89,41 @@ struct frame_info {
   std::vector<int> exits;  ///< exec ids
 };
 
+namespace detail {
+/// One node's state in one iteration of a step (runtime/executor.hpp), all atomic.
+struct node_state {
+  std::atomic<int> pending;       ///< inputs and control inputs yet to come
+  std::atomic<int> merge_live;    ///< the live input a Merge took (-1: none yet)
+  std::atomic<int> merge_dead;    ///< dead data inputs a Merge got
+  std::atomic<bool> dead_control; ///< a dead control input came
+  std::atomic<bool> merge_fired;  ///< a Merge was made ready (once)
+};
+/// A step's root arrays kept for a later step: its slots (empty entries that keep their
+/// shapes' storage) and its node states.
+struct kept_root {
+  std::vector<entry> slots;              ///< empty
+  std::unique_ptr<node_state[]> nodes;  ///< node_capacity of them
+  std::size_t node_capacity = 0;         ///< nodes' length
+};
+/// The root arrays an executable keeps between its steps where it has more root nodes or
+/// slots than a thread keeps (runtime/executor.hpp): a step takes them, if no other step
+/// has, and gives them back when it ends.
+class kept_root_slot {
+ public:
+  kept_root_slot() = default;
+  kept_root_slot(const kept_root_slot&) = delete;
+  kept_root_slot& operator=(const kept_root_slot&) = delete;
+  ~kept_root_slot() { delete held_.load(std::memory_order_acquire); }
+  /// The kept arrays, or null (none kept yet, or another step holds them).
+  std::unique_ptr<kept_root> take() const { return std::unique_ptr<kept_root>(held_.exchange(nullptr, std::memory_order_acq_rel)); }
+  /// Keeps r for the next step (what another step gave back meanwhile is freed).
+  void give(std::unique_ptr<kept_root> r) const { delete held_.exchange(r.release(), std::memory_order_acq_rel); }
+
+ private:
+  mutable std::atomic<kept_root*> held_{nullptr};
+};
+}  // namespace detail
+
 /// A signature's graph compiled for the executor (session::run builds one per distinct
 /// feeds, fetches and targets): the pruned, placed and optimized nodes with their kernels,
 /// edges, loop frames and transfers.
@@ -116,6 +152,8 @@ struct executable {
   /// When the nodes span several devices: one executable per device, each run by a step of
   /// its own (the nodes above are then the unsplit graph, not run).
   std::vector<std::shared_ptr<const executable>> partitions;
+  /// A large root frame's arrays, kept between steps (runtime/executor.hpp).
+  detail::kept_root_slot spare_root;
 };
 
 /// Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot

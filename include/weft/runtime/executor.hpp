@@ -123,14 +123,20 @@ class step final : rendezvous::receiver {
       : x_(x), feeds_(feeds), devices_(devices), resources_(resources), inter_op_(inter_op),
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
     root_frame_.info = &x.frames[0];
-    if (auto& spare = spare_root(); spare.nodes && spare.node_capacity >= static_cast<std::size_t>(x.frames[0].num_nodes)) {
-      root_.slots = std::move(spare.slots);  // empty entries
-      root_.slots.resize(static_cast<std::size_t>(x.frames[0].num_slots));
-      root_.nodes = std::move(spare.nodes);
-      root_capacity_ = spare.node_capacity;
+    const auto num_nodes = static_cast<std::size_t>(x.frames[0].num_nodes);
+    const auto num_slots = static_cast<std::size_t>(x.frames[0].num_slots);
+    large_root_ = num_nodes > kept_root_nodes || num_slots > kept_root_nodes;
+    if (large_root_) large_spare_ = x.spare_root.take();
+    detail::kept_root* spare = large_root_ ? large_spare_.get() : &spare_root();
+    if (spare && spare->nodes && spare->node_capacity >= num_nodes) {
+      root_.slots = std::move(spare->slots);  // empty entries
+      root_.slots.resize(num_slots);
+      root_.nodes = std::move(spare->nodes);
+      root_capacity_ = spare->node_capacity;
+    } else {
+      root_capacity_ = num_nodes;
     }
     init_iteration(root_, root_frame_, 0);
-    if (!root_capacity_) root_capacity_ = static_cast<std::size_t>(x.frames[0].num_nodes);
     if (options.trace)  // the clock is read only for a traced step's times
       start_ = options.start == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : options.start;
     for (const device* d : devices_) separate_ = separate_ || d->separate_memory();
@@ -138,15 +144,19 @@ class step final : rendezvous::receiver {
 
   step(const step&) = delete;
   step& operator=(const step&) = delete;
-  /// Keeps the root iteration's arrays and the handoff for this thread's next step, where
-  /// they are small and no pool task holds the handoff (the values left are released here).
+  /// Keeps the root iteration's arrays for this thread's next step where they are small,
+  /// else for the executable's next step, and the handoff for this thread's next step where
+  /// no pool task holds it (the values left are released here).
   ~step() {
-    if (root_capacity_ <= kept_root_nodes && root_.slots.size() <= kept_root_nodes) {
+    if (root_.nodes) {
       clear(root_.slots);
-      auto& spare = spare_root();
-      spare.slots = std::move(root_.slots);
-      spare.nodes = std::move(root_.nodes);
-      spare.node_capacity = root_capacity_;
+      if (!large_root_) {
+        keep(spare_root());
+      } else {
+        if (!large_spare_) large_spare_ = std::make_unique<detail::kept_root>();
+        keep(*large_spare_);
+        x_.spare_root.give(std::move(large_spare_));
+      }
     }
     if (handoff_.use_count() != 1) return;  // a pool task still holds it
     {
@@ -288,14 +298,8 @@ class step final : rendezvous::receiver {
     frame_state* frame = nullptr;
     std::int64_t number = 0;
     std::vector<entry> slots;
+    using node_state = detail::node_state;
     /// Per node of the frame (by exec_node::local), together: one allocation an iteration.
-    struct node_state {
-      std::atomic<int> pending;          ///< inputs and control inputs yet to come
-      std::atomic<int> merge_live;       ///< the live input a Merge took (-1: none yet)
-      std::atomic<int> merge_dead;       ///< dead data inputs a Merge got
-      std::atomic<bool> dead_control;    ///< a dead control input came
-      std::atomic<bool> merge_fired;     ///< a Merge was made ready (once)
-    };
     std::unique_ptr<node_state[]> nodes;
     std::atomic<int> outstanding{0};  ///< nodes ready or running (frames other than the root)
     int child_frames = 0;             ///< frame instances started here and not yet ended
@@ -663,7 +667,7 @@ class step final : rendezvous::receiver {
   void arrived(tagged_node tn, const exec_node& xn, const transfer_info& t, std::span<entry> outputs, bool& dead_token) {
     recv_wait& w = *wait_of(tn, xn, false).first;
     entry v = std::move(w.value);
-    w.value = entry{};
+    w.value.reset();
     const device& d = device_of(xn);
     if (t.lossy && !v.dead) {
       v.value = d.separate_memory() ? d.copy_from_host(widen_from_bfloat16(v.value, cpu_allocator::global()))
@@ -761,7 +765,7 @@ class step final : rendezvous::receiver {
       if (it->nodes[local].merge_live.load(std::memory_order_acquire) >= 0) return;
       it->slots[static_cast<std::size_t>(e.dst_slot)] = std::forward<Entry>(v);
       if (!it->nodes[local].merge_live.compare_exchange_strong(none, e.dst_slot - dst.input_start, std::memory_order_seq_cst)) {
-        it->slots[static_cast<std::size_t>(e.dst_slot)] = entry{};
+        it->slots[static_cast<std::size_t>(e.dst_slot)].reset();  // (keeps its dims' storage)
         return;
       }
     }
@@ -1221,17 +1225,18 @@ class step final : rendezvous::receiver {
     static thread_local std::shared_ptr<handoff> h;
     return h;
   }
-  struct kept_root {
-    std::vector<entry> slots;
-    std::unique_ptr<iteration_state::node_state[]> nodes;
-    std::size_t node_capacity = 0;
-  };
-  static kept_root& spare_root() {
-    static thread_local kept_root r;
+  static detail::kept_root& spare_root() {
+    static thread_local detail::kept_root r;
     return r;
   }
+  /// Moves the root iteration's arrays (their slots cleared) into k.
+  void keep(detail::kept_root& k) {
+    k.slots = std::move(root_.slots);
+    k.nodes = std::move(root_.nodes);
+    k.node_capacity = root_capacity_;
+  }
   /// The most root nodes and slots whose arrays a thread keeps (at most about 90 KB: 72
-  /// bytes a slot, 16 a node's state).
+  /// bytes a slot, 16 a node's state); an executable keeps larger ones itself.
   static constexpr std::size_t kept_root_nodes = 1024;
   static std::shared_ptr<handoff> make_handoff() {
     if (auto& spare = spare_handoff()) return std::move(spare);
@@ -1239,6 +1244,9 @@ class step final : rendezvous::receiver {
   }
   std::shared_ptr<handoff> handoff_ = make_handoff();
   std::size_t root_capacity_ = 0;  ///< root_.nodes' length
+  /// More root nodes or slots than a thread keeps: the arrays are the executable's to keep.
+  bool large_root_ = false;
+  std::unique_ptr<detail::kept_root> large_spare_;  ///< what this step took from the executable
   group* group_ = nullptr;             ///< run_partitions' steps
   rendezvous* rendezvous_ = nullptr;   ///< where their Sends and Recvs meet
   std::vector<recv_wait> recv_waits_;   ///< by transfer, in the root frame
