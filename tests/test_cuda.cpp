@@ -652,6 +652,46 @@ TEST_CASE("cuBLASLt products at any alignment, transposed, in strided batches wi
           }
 }
 
+// Batch dims that broadcast by NumPy's rule, where neither operand is the whole batch or a
+// single matrix (a product over arrays of pointers), and a single matrix of more batch dims
+// than the other operand (the output keeps them all), against the CPU.
+TEST_CASE("BatchMatMulV2 on the GPU broadcasts batch dims as the CPU does", "[gpu]") {
+  struct operands {
+    std::vector<std::int64_t> x_batch, y_batch;
+  };
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> value(-1, 1);
+  auto random = [&](std::vector<std::int64_t> d) {
+    std::vector<float> v(static_cast<std::size_t>(shape(d).num_elements()));
+    for (float& e : v) e = value(rng);
+    return tensor::from_vector(v, shape(d));
+  };
+  session_options o;
+  o.device_count = {{"GPU", 1}};
+  const std::int64_t m = 3, k = 4, n = 5;
+  for (dtype t : {dtype::float32, dtype::float64, dtype::bfloat16})
+    for (const operands& b : std::vector<operands>{
+             {{2, 1}, {1, 3}}, {{2, 1, 3}, {4, 1}}, {{3}, {2, 1}}, {{1, 1, 1}, {4}}, {{4}, {1, 1, 1}}, {{2, 3}, {3}}, {{0, 1}, {1, 3}}})
+      for (bool adj_x : {false, true})
+        for (bool adj_y : {false, true}) {
+          INFO(t << " x batch " << shape(b.x_batch) << " y batch " << shape(b.y_batch) << " adj_x " << adj_x << " adj_y " << adj_y);
+          std::vector<std::int64_t> xd = b.x_batch, yd = b.y_batch;
+          xd.insert(xd.end(), adj_x ? std::initializer_list<std::int64_t>{k, m} : std::initializer_list<std::int64_t>{m, k});
+          yd.insert(yd.end(), adj_y ? std::initializer_list<std::int64_t>{n, k} : std::initializer_list<std::int64_t>{k, n});
+          graph g;
+          const output x = g.op("Cast", {g.constant(random(xd), "x").out(0)}, {{"DstT", t}}).out(0);
+          const output y = g.op("Cast", {g.constant(random(yd), "y").out(0)}, {{"DstT", t}}).out(0);
+          std::vector<endpoint> fetches;
+          for (const char* device : {"/device:CPU:0", "/device:GPU:0"}) {
+            auto scope = g.device_scope(device);
+            fetches.push_back(g.op("BatchMatMulV2", {x, y}, {{"adj_x", adj_x}, {"adj_y", adj_y}}).out(0));
+          }
+          session s(g, o);
+          const auto r = s.run({}, fetches);
+          CHECK(difference(r[1], r[0]) == "");
+        }
+}
+
 // The random inputs of the differential test almost never fit a fused product (three
 // operands of matching shapes); these do.
 TEST_CASE("the fused products on the GPU equal MatMul with BiasAdd and Relu or with ReluGrad on the CPU", "[gpu]") {

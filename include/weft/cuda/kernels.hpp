@@ -759,6 +759,24 @@ struct gemm_epilogue {
   bool relu = false;           ///< max(x, 0) after the bias
 };
 
+/// A product's alpha (1) and beta (0) in its compute type, and that type.
+struct gemm_scalar_set {
+  const void* alpha;              ///< 1
+  const void* beta;               ///< 0
+  cublasComputeType_t compute;    ///< CUBLAS_COMPUTE_32F or _64F
+};
+/// The scalars of a product of dtype t (float for the 16-bit types and float32, double for
+/// float64); fails unless every dim fits cuBLAS's int.
+inline gemm_scalar_set gemm_scalars(dtype t, std::initializer_list<std::int64_t> dims) {
+  for (std::int64_t v : dims)
+    if (v > std::numeric_limits<int>::max())
+      fail(error_code::unimplemented, "a matrix product with a dim of ", v, " (cuBLAS takes at most 2^31 - 1)");
+  static constexpr float one_f = 1, zero_f = 0;
+  static constexpr double one_d = 1, zero_d = 0;
+  if (t == dtype::float64) return {&one_d, &zero_d, CUBLAS_COMPUTE_64F};
+  return {&one_f, &zero_f, CUBLAS_COMPUTE_32F};
+}
+
 /// C [m, n] = op(A) op(B), all row-major, through column-major cuBLAS: C^T = op(B)^T op(A)^T.
 /// lda, ldb: the stored rows' lengths. batch > 1: strided batches. An epilogue (one product
 /// only) is cuBLASLt's where it has an algorithm for it and the bias is 16-byte aligned (8 is
@@ -770,15 +788,7 @@ inline bool gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_
                  gemm_epilogue epilogue = {}) {
   if (epilogue.bias && batch != 1) fail(error_code::internal, "a matrix product's epilogue is of one product, not ", batch);
   const cudaDataType_t type = cuda_type_of(t);
-  const bool f64 = t == dtype::float64;
-  const float one_f = 1, zero_f = 0;
-  const double one_d = 1, zero_d = 0;
-  const void* alpha = f64 ? static_cast<const void*>(&one_d) : &one_f;
-  const void* beta = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
-  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-  for (std::int64_t v : {m, n, k, lda, ldb, batch})
-    if (v > std::numeric_limits<int>::max())
-      fail(error_code::unimplemented, "a matrix product with a dim of ", v, " (cuBLAS takes at most 2^31 - 1)");
+  const auto [alpha, beta, compute] = gemm_scalars(t, {m, n, k, lda, ldb, batch});
   const library_call call(g);
   const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -822,6 +832,33 @@ inline bool gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_
   return false;
 }
 
+/// C[b] = op(X[b]) op(Y[b]) for each index b of the output's batch dims `out_batch`, where
+/// X's batch dims `x_batch` and Y's `y_batch` broadcast to them (NumPy's rule, BatchMatMulV2)
+/// but neither is the whole batch or a single matrix: cuBLAS's GemmBatchedEx over arrays of
+/// the matrices' pointers made on the device (batch_pointers_op). Row-major, as gemm().
+/// x_rows x x_cols and y_rows x y_cols: each stored matrix's dims.
+inline void gemm_broadcast(const gpu_device& g, dtype t, bool transpose_x, bool transpose_y, std::int64_t m, std::int64_t n,
+                           std::int64_t k, const tensor& x, std::int64_t x_rows, std::int64_t x_cols, const tensor& y,
+                           std::int64_t y_rows, std::int64_t y_cols, tensor& c, const shape& x_batch, const shape& y_batch,
+                           const shape& out_batch) {
+  const cudaDataType_t type = cuda_type_of(t);
+  const std::int64_t batch = out_batch.num_elements();
+  const auto [alpha, beta, compute] = gemm_scalars(t, {m, n, k, x_cols, y_cols, batch});
+  const launch::broadcast_plan plan = plan_for({&x_batch, &y_batch}, out_batch);
+  const auto size = static_cast<std::int64_t>(size_of(t));
+  const tensor pointers(dtype::uint8, shape{3 * batch * static_cast<std::int64_t>(sizeof(void*))}, g.get_allocator());
+  void** p = static_cast<void**>(pointers.raw_data());
+  const library_call call(g);
+  launch::batch_pointers_op(x.raw_data(), x_rows * x_cols * size, y.raw_data(), y_rows * y_cols * size, c.raw_data(),
+                            m * n * size, plan, p, batch, g.stream());
+  launched("a broadcast product's matrix pointers");
+  check(cublasGemmBatchedEx(g.blas(), transpose_y ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_x ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha, p + batch, type,
+                            static_cast<int>(y_cols), p, type, static_cast<int>(x_cols), beta, p + 2 * batch, type,
+                            static_cast<int>(n), static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmBatchedEx");
+}
+
 /// The GPU kernel of MatMul.
 struct gpu_matmul final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
@@ -853,8 +890,9 @@ struct gpu_matmul final : op_kernel {
   bool transpose_a_, transpose_b_;
 };
 
-/// BatchMatMulV2: batch dims broadcast only when equal or absent on one side (the common
-/// cases); other broadcasts are an unimplemented error on the GPU.
+/// BatchMatMulV2: batch dims broadcast by NumPy's rule, as on the CPU. Where each operand is
+/// the whole batch or one matrix, one strided batched product; otherwise a batched product
+/// over arrays of the matrices' pointers (gemm_broadcast).
 struct gpu_batch_matmul final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_batch_matmul(const node& n) : t_(n.output_dtype(0)), adj_x_(n.attr<bool>("adj_x")), adj_y_(n.attr<bool>("adj_y")) {
@@ -870,13 +908,13 @@ struct gpu_batch_matmul final : op_kernel {
     const std::int64_t xr = xs[xs.size() - 2], xc = xs.back(), yr = ys[ys.size() - 2], yc = ys.back();
     const std::int64_t m = adj_x_ ? xc : xr, k = adj_x_ ? xr : xc, k2 = adj_y_ ? yc : yr, n = adj_y_ ? yr : yc;
     if (k != k2) fail(error_code::invalid_argument, "the inner dims of ", x.shape(), " and ", y.shape(), " differ");
-    std::int64_t x_batch = shape(xb).num_elements(), y_batch = shape(yb).num_elements();
-    std::vector<std::int64_t> out = xb.size() >= yb.size() ? xb : yb;
-    if (!(xb == yb || x_batch == 1 || y_batch == 1))
-      fail(error_code::unimplemented, "BatchMatMulV2 on the GPU broadcasts batch dims only from a single matrix; got ",
-           x.shape(), " and ", y.shape());
-    if (x_batch == 1 && y_batch != 1) out = yb;
-    const std::int64_t batch = std::max(x_batch, y_batch);
+    const shape x_batch_dims(xb), y_batch_dims(yb);
+    const std::optional<shape> out_batch = broadcast(x_batch_dims, y_batch_dims);
+    if (!out_batch)
+      fail(error_code::invalid_argument, "the batch dims of ", x.shape(), " and ", y.shape(), " do not broadcast");
+    const std::int64_t x_batch = x_batch_dims.num_elements(), y_batch = y_batch_dims.num_elements();
+    const std::int64_t batch = out_batch->num_elements();
+    std::vector<std::int64_t> out(out_batch->dims().begin(), out_batch->dims().end());
     out.push_back(m);
     out.push_back(n);
     tensor& c = ctx.allocate_output(0, shape(out));
@@ -887,8 +925,12 @@ struct gpu_batch_matmul final : op_kernel {
       check(cudaMemsetAsync(c.raw_data(), 0, c.bytes(), g.stream()), "cudaMemsetAsync");
       return;
     }
-    gemm(g, t_, adj_x_, adj_y_, m, n, k, x.raw_data(), xc, y.raw_data(), yc, c.raw_data(), batch,
-         x_batch == 1 ? 0 : xr * xc, y_batch == 1 ? 0 : yr * yc, m * n);
+    // An operand with as many matrices as the output lays them out in the output's order.
+    if ((x_batch == batch || x_batch == 1) && (y_batch == batch || y_batch == 1))
+      gemm(g, t_, adj_x_, adj_y_, m, n, k, x.raw_data(), xc, y.raw_data(), yc, c.raw_data(), batch,
+           x_batch == 1 ? 0 : xr * xc, y_batch == 1 ? 0 : yr * yc, m * n);
+    else
+      gemm_broadcast(g, t_, adj_x_, adj_y_, m, n, k, x, xr, xc, y, yr, yc, c, x_batch_dims, y_batch_dims, *out_batch);
   }
  private:
   dtype t_;

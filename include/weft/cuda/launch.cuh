@@ -909,6 +909,15 @@ void dispatch_linalg(linalg_elem t, F&& f) {
   }
 }
 
+__global__ void batch_pointers_kernel(const char* x, std::int64_t x_bytes, const char* y, std::int64_t y_bytes, char* out,
+                                      std::int64_t out_bytes, broadcast_plan p, void** pointers, std::int64_t batch) {
+  WEFT_GRID_LOOP(b, batch) {
+    pointers[b] = const_cast<char*>(x + offset_in(p, 0, b) * x_bytes);
+    pointers[batch + b] = const_cast<char*>(y + offset_in(p, 1, b) * y_bytes);
+    pointers[2 * batch + b] = out + b * out_bytes;
+  }
+}
+
 __global__ void pointer_array_kernel(char* base, std::int64_t step, void** pointers, std::int64_t count) {
   WEFT_GRID_LOOP(b, count) pointers[b] = base + b * step;
 }
@@ -1380,6 +1389,14 @@ void gather_rows_op(const void* params, const void* indices, bool indices_int64,
   if (aligned(8)) go(std::uint64_t{});
   else if (aligned(4)) go(std::uint32_t{});
   else go(std::uint8_t{});
+}
+
+void batch_pointers_op(const void* x, std::int64_t x_matrix_bytes, const void* y, std::int64_t y_matrix_bytes, void* out,
+                       std::int64_t out_matrix_bytes, const broadcast_plan& p, void** pointers, std::int64_t batch, cudaStream_t s) {
+  if (batch <= 0) return;
+  kernels::batch_pointers_kernel<<<kernels::blocks_for(batch), kernels::threads, 0, s>>>(
+      static_cast<const char*>(x), x_matrix_bytes, static_cast<const char*>(y), y_matrix_bytes, static_cast<char*>(out),
+      out_matrix_bytes, p, pointers, batch);
 }
 
 void pointer_array_op(void* base, std::int64_t step_bytes, void** pointers, std::int64_t count, cudaStream_t s) {

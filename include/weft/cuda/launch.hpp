@@ -287,6 +287,14 @@ void random_op(distribution d, elem t, std::uint64_t key, std::uint64_t base, st
 void dropout_op(elem t, std::uint64_t key, std::uint64_t base, const void* x, const void* rate, void* out, void* mask,
                 std::int64_t n, std::int64_t* error, cudaStream_t stream);
 
+/// The matrices of a batched product whose batch dims broadcast (BatchMatMulV2, cuBLAS's
+/// GemmBatchedEx): for each output batch index b < batch, pointers[b] = x + x's matrix
+/// offset, pointers[batch + b] = y + y's and pointers[2 * batch + b] = out + b *
+/// out_matrix_bytes; x's and y's matrices found through `plan` (operand 0: x's batch dims,
+/// 1: y's, over the output's batch dims), in units of their matrices' bytes.
+void batch_pointers_op(const void* x, std::int64_t x_matrix_bytes, const void* y, std::int64_t y_matrix_bytes, void* out,
+                       std::int64_t out_matrix_bytes, const broadcast_plan& plan, void** pointers, std::int64_t batch,
+                       cudaStream_t stream);
 /// The element types of the linear algebra kernels (MatrixInverse, MatrixDeterminant).
 enum class linalg_elem : int { f32, f64, c64, c128 };
 /// pointers[b] = base + b * step_bytes for b < count: the arrays of matrix pointers that
