@@ -193,6 +193,10 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
   CHECK(gpu_dtypes("Cast").second.size() == 15);  // every dtype but string
   CHECK(gpu_dtypes("Select").second.size() == 8);  // both forms, every arithmetic GPU dtype
   CHECK(gpu_dtypes("RandomUniform").first == "dtype");
+  // A Fused node of every dtype the generated code computes in; a complex one has no GPU
+  // kernel (soft placement runs it on the CPU) rather than one that fails when it is built.
+  CHECK(gpu_dtypes("Fused").second.size() == 13);
+  for (dtype t : {dtype::complex64, dtype::complex128}) CHECK_FALSE(kernel_registry::global().has("Fused", "GPU", {"T", t}));
   // A session's folds of MatMul (graph/passes/fuse_matmul.hpp) whose kernels a GPU has.
   CHECK(gpu_dtypes("_FusedMatMulBiasAdd").second == std::vector<dtype>{dtype::bfloat16, dtype::float32});
   CHECK(gpu_dtypes("_FusedMatMulReluGrad").second == std::vector<dtype>{dtype::bfloat16, dtype::float32});
@@ -350,6 +354,22 @@ TEST_CASE("a fused subtree becomes CUDA source that NVRTC compiles, for every op
     ++compiled;
   }
   CHECK(compiled == static_cast<int>(samples.size()));
+  // A sum of max_fused_inputs inputs (its parameters within 4 KiB) compiles; one input more
+  // is an error that says how many a kernel takes.
+  const auto sum_of = [](std::size_t n) {
+    std::string expr = "$float32";
+    for (std::size_t i = 1; i < n; ++i) expr = "Add:float32(" + expr + ",$float32)";
+    return expr;
+  };
+  std::vector<std::int64_t> slots(cuda::max_fused_inputs + 1);
+  for (std::size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<std::int64_t>(i);
+  const std::vector<dtype> floats(cuda::max_fused_inputs + 1, dtype::float32);
+  const std::string wide = cuda::fused_source(cuda::parse_fused(sum_of(cuda::max_fused_inputs)),
+                                              {slots.begin(), slots.end() - 1}, {floats.begin(), floats.end() - 1},
+                                              dtype::float32, "weft_wide");
+  CHECK(cuda::compile_cubin(wide, 90, "weft_wide").compare(0, 4, "\x7f" "ELF") == 0);
+  test::require_error([&] { cuda::fused_source(cuda::parse_fused(sum_of(slots.size())), slots, floats, dtype::float32, "k"); },
+                      {"fused GPU kernels take at most 48 inputs, got 49"});
   // A source NVRTC refuses: the error carries its log.
   test::require_error([] { cuda::compile_cubin("extern \"C\" __global__ void k() { undeclared(); }", 90, "k"); },
                       {"NVRTC could not compile fused kernel k", "undeclared"});

@@ -147,6 +147,11 @@ inline void number_leaves(const fused_expr& e, std::vector<const fused_expr*>& o
 /// The subtree a Fused node's expr attr names.
 inline fused_expr parse_fused(std::string_view expr) { return fused::parse(expr); }
 
+/// The most inputs a generated kernel takes: its parameters (a pointer an input, the output,
+/// the count and the plan of 68 bytes an input and 76 more) stay within the 4 KiB that every
+/// GPU and CUDA version passes (3,740 bytes at 48).
+inline constexpr std::size_t max_fused_inputs = 48;
+
 /// The CUDA source of kernel `name` computing `e` for a Fused node whose leaf j reads input
 /// slots[j], the inputs of dtypes `inputs`, the output of dtype `out`: extern "C"
 /// __global__ void name(const In0*, ..., Out*, long long n, weft_plan plan).
@@ -157,7 +162,8 @@ inline std::string fused_source(const fused_expr& e, const std::vector<std::int6
   if (leaves.size() != slots.size())
     fail(error_code::invalid_argument, "Fused: ", leaves.size(), " leaves but ", slots.size(), " slots");
   if (inputs.empty()) fail(error_code::invalid_argument, "Fused: no inputs");
-  if (inputs.size() > 16) fail(error_code::unimplemented, "fused GPU kernels take at most 16 inputs, got ", inputs.size());
+  if (inputs.size() > max_fused_inputs)
+    fail(error_code::unimplemented, "fused GPU kernels take at most ", max_fused_inputs, " inputs, got ", inputs.size());
   for (std::size_t j = 0; j < slots.size(); ++j) {
     if (slots[j] < 0 || slots[j] >= static_cast<std::int64_t>(inputs.size()))
       fail(error_code::invalid_argument, "Fused: slot ", slots[j], " of leaf ", j, " is not an input");
@@ -483,10 +489,16 @@ struct gpu_fused final : op_kernel {
   mutable std::map<int, cudaKernel_t> kernels_;
 };
 
-/// Registers the Fused op and its GPU kernel; false when it was registered already.
+/// Registers the Fused op and its GPU kernel, for each output dtype T the generated code
+/// computes in (every dtype but complex and string: a complex Fused node has no GPU kernel,
+/// so soft placement runs it on the CPU); false when it was registered already.
 inline bool register_gpu_fused_kernel() {
   ops::register_fused_ops();
-  return register_gpu_kernel<gpu_fused>("Fused");
+  bool added = false;
+  for (dtype t : {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64, dtype::int8, dtype::int16, dtype::int32,
+                  dtype::int64, dtype::uint8, dtype::uint16, dtype::uint32, dtype::uint64, dtype::boolean})
+    added = register_gpu_kernel<gpu_fused>("Fused", {"T", t}) || added;
+  return added;
 }
 
 }  // namespace weft::cuda
