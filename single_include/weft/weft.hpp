@@ -14041,15 +14041,13 @@ class step final : rendezvous::receiver {
   /// else for the executable's next step, and the handoff for this thread's next step where
   /// no pool task holds it (the values left are released here).
   ~step() {
-    if (root_.nodes) {
-      clear(root_.slots);
-      if (!large_root_) {
-        keep(spare_root());
-      } else {
-        if (!large_spare_) large_spare_ = std::make_unique<detail::kept_root>();
-        keep(*large_spare_);
-        x_.spare_root.give(std::move(large_spare_));
-      }
+    clear(root_.slots);
+    if (!large_root_) {
+      keep(spare_root());
+    } else {
+      if (!large_spare_) large_spare_ = std::make_unique<detail::kept_root>();
+      keep(*large_spare_);
+      x_.spare_root.give(std::move(large_spare_));
     }
     if (handoff_.use_count() != 1) return;  // a pool task still holds it
     {
