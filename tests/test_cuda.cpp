@@ -193,7 +193,17 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
   CHECK(gpu_dtypes("MatMul").second == std::vector<dtype>{dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64});
-  CHECK(gpu_dtypes("Add").second.size() == 7);
+  CHECK(gpu_dtypes("Add").second.size() == 9);  // 7 real dtypes, complex64 and complex128
+  // The elementwise arithmetic of complex numbers, as the CPU's kernels compute it; the
+  // ordered ops (Abs, Relu, Maximum, Greater, ...) take no complex numbers on either device.
+  for (const char* op : {"Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Tanh", "Sigmoid", "Add", "Sub", "Mul", "Div", "Pow",
+                         "Equal", "NotEqual"})
+    for (dtype t : {dtype::complex64, dtype::complex128}) {
+      INFO(op << " " << t);
+      CHECK(kernel_registry::global().has(op, "GPU", {"T", t}));
+      CHECK(kernel_registry::global().has(op, "CPU", {"T", t}));
+    }
+  for (const char* op : {"Abs", "Relu", "Maximum", "Greater"}) CHECK_FALSE(kernel_registry::global().has(op, "GPU", {"T", dtype::complex64}));
   CHECK(gpu_dtypes("Cumsum").second.size() == 7);
   CHECK(gpu_dtypes("MaxPoolGradGrad").second.size() == 4);
   for (const char* op : {"MatrixInverse", "MatrixDeterminant"})
@@ -201,10 +211,9 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
   CHECK(gpu_dtypes("Cast").second.size() == 15);  // every dtype but string
   CHECK(gpu_dtypes("Select").second.size() == 8);  // both forms, every arithmetic GPU dtype
   CHECK(gpu_dtypes("RandomUniform").first == "dtype");
-  // A Fused node of every dtype the generated code computes in; a complex one has no GPU
-  // kernel (soft placement runs it on the CPU) rather than one that fails when it is built.
-  CHECK(gpu_dtypes("Fused").second.size() == 13);
-  for (dtype t : {dtype::complex64, dtype::complex128}) CHECK_FALSE(kernel_registry::global().has("Fused", "GPU", {"T", t}));
+  // A Fused node of every dtype the generated code computes in: all but string.
+  CHECK(gpu_dtypes("Fused").second.size() == 15);
+  for (dtype t : {dtype::complex64, dtype::complex128}) CHECK(kernel_registry::global().has("Fused", "GPU", {"T", t}));
   // A session's folds of MatMul (graph/passes/fuse_matmul.hpp) whose kernels a GPU has.
   CHECK(gpu_dtypes("_FusedMatMulBiasAdd").second == std::vector<dtype>{dtype::bfloat16, dtype::float32});
   CHECK(gpu_dtypes("_FusedMatMulReluGrad").second == std::vector<dtype>{dtype::bfloat16, dtype::float32});
@@ -325,6 +334,13 @@ TEST_CASE("a fused subtree becomes CUDA source that NVRTC compiles, for every op
   test::require_error([&] { cuda::fused_source(cuda::parse_fused("Select:float32($bool,$float32,$float32)"), {0, 1, 2},
                                                {dtype::boolean, dtype::float32, dtype::float32}, dtype::float32, "k"); },
                       {"Select has no GPU code"});
+  test::require_error([&] { cuda::fused_source(cuda::parse_fused("Greater:bool($complex64,$complex64)"), {0, 0},
+                                               {dtype::complex64}, dtype::boolean, "k"); },
+                      {"Greater of complex64: complex numbers are not ordered"});
+  // A complex kernel includes libcu++'s complex numbers; a real one does not.
+  CHECK_THAT(cuda::fused_source(cuda::parse_fused("Neg:complex64($complex64)"), {0}, {dtype::complex64}, dtype::complex64, "k"),
+             Catch::Contains("#include <cuda/std/complex>"));
+  CHECK_THAT(src, !Catch::Contains("complex"));
   // Every op the fusion makes, over each dtype family: the generated source compiles.
   struct sample {
     const char* expr;
@@ -344,6 +360,14 @@ TEST_CASE("a fused subtree becomes CUDA source that NVRTC compiles, for every op
       {"Cast:bool(Maximum:uint8(Abs:uint8($uint8),Square:uint8($uint8)))", {dtype::uint8}, dtype::boolean},
       {"Cast:float16(Sub:int64(LessEqual:bool($int64,$int32),$int64))", {dtype::int64, dtype::int32}, dtype::float16},
       {"NotEqual:bool(Cast:bfloat16($int32),Cast:bfloat16(Less:bool($uint16,$uint16)))", {dtype::int32, dtype::uint16}, dtype::boolean},
+      // Complex numbers, as ::cuda::std::complex: each op the fusion makes of them.
+      {"Sigmoid:complex64(Tanh:complex64(Exp:complex64(Log:complex64(Sqrt:complex64(Rsqrt:complex64(Neg:complex64(Square:complex64($complex64))))))))",
+       {dtype::complex64}, dtype::complex64},
+      {"Pow:complex128(Div:complex128(Sub:complex128($complex128,$complex128s),$complex128),Mul:complex128(Add:complex128($complex128,$complex128),$complex128))",
+       {dtype::complex128}, dtype::complex128},
+      {"LogicalAnd:bool(Equal:bool($complex64,$complex64),NotEqual:bool(Cast:complex128($complex64),$complex128))",
+       {dtype::complex64, dtype::complex128}, dtype::boolean},
+      {"Mul:complex64(Cast:complex64($float32),Cast:complex64(Cast:complex128($float16)))", {dtype::float32, dtype::float16}, dtype::complex64},
   };
   int compiled = 0;
   for (const auto& s : samples) {
@@ -1061,6 +1085,44 @@ TEST_CASE("a Fused node runs on the GPU as the ops it fuses run on the CPU, broa
     session s2(h, o);
     const auto r2 = s2.run({}, {plain, f});
     CHECK(difference(r2[1], r2[0]) == "");
+  }
+  // Complex numbers: sigmoid(a * b) + a / b, b a row broadcast, and an Equal of complex
+  // numbers (a bool Fused node over complex inputs; true in a's first column), against the unfused ops on the CPU.
+  for (dtype t : {dtype::complex64, dtype::complex128}) {
+    INFO(t);
+    graph h;
+    const auto complex_input = [&](std::vector<float> parts, shape dims) {
+      std::vector<complex128> z;
+      for (std::size_t i = 0; i + 1 < parts.size(); i += 2) z.emplace_back(parts[i], parts[i + 1]);
+      const tensor c = tensor::from_vector(z).reshape(dims);
+      return h.op("Cast", {h.constant(c).out(0)}, {{"DstT", t}}).out(0);
+    };
+    const output a = complex_input({1, -2, 0.5f, 3, -1.5f, 0.25f, 2, 2, -3, 1, 0.75f, -0.5f}, {2, 3});
+    const output b = complex_input({1, 0, -2, 0.5f, 1.5f, -1}, {3});  // b[0] = 1: a's first column equals a * b
+    output plain, plain_equal;
+    {
+      auto on_cpu = h.device_scope("/device:CPU:0");
+      plain = h.op("Add", {h.op("Sigmoid", {h.op("Mul", {a, b}).out(0)}).out(0), h.op("Div", {a, b}).out(0)}).out(0);
+      plain_equal = h.op("Equal", {a, h.op("Mul", {a, b}).out(0)}).out(0);
+    }
+    const std::string ty(name(t));
+    const node& f = h.op("Fused", {a, b},
+                         {{"expr", "Add:" + ty + "(Sigmoid:" + ty + "(Mul:" + ty + "($" + ty + ",$" + ty + ")),Div:" + ty + "($" + ty +
+                                       ",$" + ty + "))"},
+                          {"slots", std::vector<std::int64_t>{0, 1, 0, 1}},
+                          {"T", t},
+                          {"Tin", std::vector<dtype>{t, t}}},
+                         node_options("fused").on("/device:GPU:0"));
+    const node& f_equal = h.op("Fused", {a, b},
+                               {{"expr", "Equal:bool($" + ty + ",Mul:" + ty + "($" + ty + ",$" + ty + "))"},
+                                {"slots", std::vector<std::int64_t>{0, 0, 1}},
+                                {"T", dtype::boolean},
+                                {"Tin", std::vector<dtype>{t, t}}},
+                               node_options("fused_equal").on("/device:GPU:0"));
+    session s3(h, o);
+    const auto r3 = s3.run({}, {plain, f, plain_equal, f_equal});
+    CHECK(difference(r3[1], r3[0]) == "");
+    CHECK(difference(r3[3], r3[2]) == "");
   }
 }
 

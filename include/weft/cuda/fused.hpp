@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -69,6 +70,8 @@ inline const char* storage_type(dtype t) {
     case dtype::uint32: return "unsigned int";
     case dtype::uint64: return "unsigned long long";
     case dtype::boolean: return "bool";
+    case dtype::complex64: return "::cuda::std::complex<float>";  // std::complex's layout
+    case dtype::complex128: return "::cuda::std::complex<double>";
     default: fail(error_code::unimplemented, "fused GPU kernels do not take ", t);
   }
 }
@@ -105,11 +108,15 @@ inline std::string expression(const fused_expr& e) {
   // Constants of the compute types ("signed char(0)" is not C++: a functional cast takes one word).
   const std::string zero = "((" + C + ")0)", one = "((" + C + ")1)", operand_zero = "((" + OC + ")0)";
   const std::string& op = e.op;
+  static const std::set<std::string, std::less<>> ordered{"Abs", "Relu", "ReluGrad", "Maximum", "Minimum", "Greater",
+                                                          "GreaterEqual", "Less", "LessEqual"};
+  if (is_complex(operand) && ordered.count(op))
+    fail(error_code::invalid_argument, "Fused expr: ", op, " of ", operand, ": complex numbers are not ordered");
   if (op == "Neg") return arity(1), cast("-" + a[0]);
   if (op == "Abs") return arity(1), is_unsigned_type(e.type) ? cast(a[0]) : cast("(" + a[0] + " < " + zero + " ? -" + a[0] + " : " + a[0] + ")");
   if (op == "Square") return arity(1), cast(a[0] + " * " + a[0]);
   if (op == "Sqrt") return arity(1), cast("sqrt(" + a[0] + ")");
-  if (op == "Rsqrt") return arity(1), cast("rsqrt(" + a[0] + ")");
+  if (op == "Rsqrt") return arity(1), cast(is_complex(e.type) ? one + " / sqrt(" + a[0] + ")" : "rsqrt(" + a[0] + ")");
   if (op == "Exp") return arity(1), cast("exp(" + a[0] + ")");
   if (op == "Log") return arity(1), cast("log(" + a[0] + ")");
   if (op == "Tanh") return arity(1), cast("tanh(" + a[0] + ")");
@@ -134,7 +141,7 @@ inline std::string expression(const fused_expr& e) {
   if (op == "LogicalOr") return arity(2), cast(a[0] + " || " + a[1]);
   if (op == "SelectV2") return arity(3), cast("(" + a[0] + " ? " + a[1] + " : " + a[2] + ")");
   if (op == "Cast") return arity(1), e.type == dtype::boolean ? cast(a[0] + " != " + operand_zero) : cast(a[0]);
-  fail(error_code::unimplemented, "Fused expr: ", op, " has no GPU code (Select with a row vector, complex types)");
+  fail(error_code::unimplemented, "Fused expr: ", op, " has no GPU code (Select with a row vector)");
 }
 
 inline void number_leaves(const fused_expr& e, std::vector<const fused_expr*>& out) {
@@ -176,7 +183,8 @@ inline std::string fused_source(const fused_expr& e, const std::vector<std::int6
   const std::size_t n_in = inputs.size();
   std::ostringstream s;
   // The plan: long longs first, so that the host lays it out without padding between them.
-  s << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+  const bool complex = is_complex(out) || std::any_of(inputs.begin(), inputs.end(), [](dtype t) { return is_complex(t); });
+  s << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" << (complex ? "#include <cuda/std/complex>\n" : "")
     << "struct weft_plan { long long dims[8]; long long stride[" << n_in << "][8]; int rank; int narrow; int vec; int kind["
     << n_in << "]; };\n"
     << "template <class T> struct alignas(4 * sizeof(T)) weft_vec { T x[4]; };\n"
@@ -267,13 +275,15 @@ inline std::string compile_cubin(const std::string& source, int arch, const std:
     ~destroy() { (void)nvrtcDestroyProgram(&p); }
   } guard{program};
   const std::string gpu = "--gpu-architecture=sm_" + std::to_string(arch);
+  // The toolkit's headers, and CCCL's (<cuda/std/complex>), which CUDA 13 keeps in include/cccl.
   static const std::string include = [] {
     const char* root = std::getenv("CUDA_PATH");
     return std::string("-I") + (root && *root ? root : "/usr/local/cuda") + "/include";
   }();
+  static const std::string cccl = include + "/cccl";
   // Exact math (no --use_fast_math): the same functions as the other GPU kernels.
-  const char* options[] = {gpu.c_str(), include.c_str(), "--std=c++17"};
-  const nvrtcResult compiled = nvrtcCompileProgram(program, 3, options);
+  const char* options[] = {gpu.c_str(), include.c_str(), cccl.c_str(), "--std=c++17"};
+  const nvrtcResult compiled = nvrtcCompileProgram(program, 4, options);
   if (compiled != NVRTC_SUCCESS) {
     std::size_t size = 0;
     (void)nvrtcGetProgramLogSize(program, &size);
@@ -490,13 +500,14 @@ struct gpu_fused final : op_kernel {
 };
 
 /// Registers the Fused op and its GPU kernel, for each output dtype T the generated code
-/// computes in (every dtype but complex and string: a complex Fused node has no GPU kernel,
-/// so soft placement runs it on the CPU); false when it was registered already.
+/// computes in (every dtype but string; complex numbers as libcu++'s complex); false when
+/// it was registered already.
 inline bool register_gpu_fused_kernel() {
   ops::register_fused_ops();
   bool added = false;
   for (dtype t : {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64, dtype::int8, dtype::int16, dtype::int32,
-                  dtype::int64, dtype::uint8, dtype::uint16, dtype::uint32, dtype::uint64, dtype::boolean})
+                  dtype::int64, dtype::uint8, dtype::uint16, dtype::uint32, dtype::uint64, dtype::boolean,
+                  dtype::complex64, dtype::complex128})
     added = register_gpu_kernel<gpu_fused>("Fused", {"T", t}) || added;
   return added;
 }

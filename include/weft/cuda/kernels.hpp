@@ -74,6 +74,14 @@ inline launch::elem elem_of(dtype t, const std::string& who) {
 }
 /// (The executor names the node in the errors of its kernels.)
 inline launch::elem elem_of(dtype t, const node&) { return elem_of(t, "this kernel"); }
+/// As elem_of, and complex64 and complex128 too: the launch code of the elementwise
+/// arithmetic's operands (launch::unary_op and binary_op, for the ops complex_unary and
+/// complex_binary name).
+inline launch::elem arithmetic_elem_of(dtype t, const node& n) {
+  if (t == dtype::complex64) return launch::elem::c64;
+  if (t == dtype::complex128) return launch::elem::c128;
+  return elem_of(t, n);
+}
 
 /// The bytes of t's elements, which the GPU copies (1, 2, 4, 8 or 16: no strings).
 inline int element_bytes(dtype t) {
@@ -384,7 +392,10 @@ void host_dispatch(dtype t, F&& f) {
 template <launch::unary Op>
 struct gpu_unary final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_unary(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  explicit gpu_unary(const node& n) : t_(arithmetic_elem_of(n.output_dtype(0), n)) {
+    if (is_complex(n.output_dtype(0)) && !launch::complex_unary(Op))
+      fail(error_code::unimplemented, n.op(), " of complex numbers is not computed on the GPU");
+  }
   void compute(kernel_context& ctx) const override {
     if (on_host_inputs(ctx, ctx.input(0).dtype())) {
       const tensor& x = ctx.input(0);
@@ -409,7 +420,10 @@ struct gpu_unary final : op_kernel {
 template <launch::binary Op>
 struct gpu_binary final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_binary(const node& n) : t_(elem_of(n.input_dtype(0), n)) {}
+  explicit gpu_binary(const node& n) : t_(arithmetic_elem_of(n.input_dtype(0), n)) {
+    if (is_complex(n.input_dtype(0)) && !launch::complex_binary(Op))
+      fail(error_code::unimplemented, n.op(), " of complex numbers is not computed on the GPU");
+  }
   void compute(kernel_context& ctx) const override {
     const bool host = on_host_inputs(ctx, ctx.input(0).dtype());
     const tensor a = host ? ctx.input(0) : device_input(ctx, 0), b = host ? ctx.input(1) : device_input(ctx, 1);
@@ -2294,6 +2308,11 @@ inline bool register_gpu_kernels() {
                                                       dtype::int32,   dtype::int64,    dtype::uint8};
     const std::vector<dtype> everything = {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64,
                                                          dtype::int32,   dtype::int64,    dtype::uint8,   dtype::boolean};
+    // The elementwise arithmetic's dtypes: these and complex64 and complex128.
+    auto and_complex = [](std::vector<dtype> types) {
+      types.insert(types.end(), {dtype::complex64, dtype::complex128});
+      return types;
+    };
     using U = launch::unary;
     using B = launch::binary;
     register_gpu_kernel<gpu_no_op>("NoOp");
@@ -2310,22 +2329,22 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<with_host_inputs<cpu::accumulator_push_kernel, 0>>("AccumulatorPush");
     register_gpu_kernel<with_host_inputs<cpu::accumulator_pop_kernel, 0>>("AccumulatorPop");
     register_gpu_kernel<with_inputs_in<cpu::assign_kernel, memory_space::device, 1>>("Assign");
-    register_gpu_kernel_for<gpu_unary<U::neg>>("Neg", "T", signed_numbers);
+    register_gpu_kernel_for<gpu_unary<U::neg>>("Neg", "T", and_complex(signed_numbers));
     register_gpu_kernel_for<gpu_unary<U::abs>>("Abs", "T", signed_numbers);
-    register_gpu_kernel_for<gpu_unary<U::square>>("Square", "T", numbers);
+    register_gpu_kernel_for<gpu_unary<U::square>>("Square", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_unary<U::relu>>("Relu", "T", numbers);
-    register_gpu_kernel_for<gpu_unary<U::sqrt>>("Sqrt", "T", floats);
-    register_gpu_kernel_for<gpu_unary<U::rsqrt>>("Rsqrt", "T", floats);
-    register_gpu_kernel_for<gpu_unary<U::exp>>("Exp", "T", floats);
-    register_gpu_kernel_for<gpu_unary<U::log>>("Log", "T", floats);
-    register_gpu_kernel_for<gpu_unary<U::tanh>>("Tanh", "T", floats);
-    register_gpu_kernel_for<gpu_unary<U::sigmoid>>("Sigmoid", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::sqrt>>("Sqrt", "T", and_complex(floats));
+    register_gpu_kernel_for<gpu_unary<U::rsqrt>>("Rsqrt", "T", and_complex(floats));
+    register_gpu_kernel_for<gpu_unary<U::exp>>("Exp", "T", and_complex(floats));
+    register_gpu_kernel_for<gpu_unary<U::log>>("Log", "T", and_complex(floats));
+    register_gpu_kernel_for<gpu_unary<U::tanh>>("Tanh", "T", and_complex(floats));
+    register_gpu_kernel_for<gpu_unary<U::sigmoid>>("Sigmoid", "T", and_complex(floats));
     register_gpu_kernel<gpu_unary<U::logical_not>>("LogicalNot");
-    register_gpu_kernel_for<gpu_binary<B::add>>("Add", "T", numbers);
-    register_gpu_kernel_for<gpu_binary<B::sub>>("Sub", "T", numbers);
-    register_gpu_kernel_for<gpu_binary<B::mul>>("Mul", "T", numbers);
-    register_gpu_kernel_for<gpu_binary<B::div>>("Div", "T", floats);  // integer division's check by zero is the CPU's
-    register_gpu_kernel_for<gpu_binary<B::pow>>("Pow", "T", floats);
+    register_gpu_kernel_for<gpu_binary<B::add>>("Add", "T", and_complex(numbers));
+    register_gpu_kernel_for<gpu_binary<B::sub>>("Sub", "T", and_complex(numbers));
+    register_gpu_kernel_for<gpu_binary<B::mul>>("Mul", "T", and_complex(numbers));
+    register_gpu_kernel_for<gpu_binary<B::div>>("Div", "T", and_complex(floats));  // integer division's check by zero is the CPU's
+    register_gpu_kernel_for<gpu_binary<B::pow>>("Pow", "T", and_complex(floats));
     register_gpu_kernel_for<gpu_binary<B::maximum>>("Maximum", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::minimum>>("Minimum", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::relu_grad>>("ReluGrad", "T", numbers);
@@ -2333,8 +2352,8 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_binary<B::greater_equal>>("GreaterEqual", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::less>>("Less", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::less_equal>>("LessEqual", "T", numbers);
-    register_gpu_kernel_for<gpu_binary<B::equal>>("Equal", "T", everything);
-    register_gpu_kernel_for<gpu_binary<B::not_equal>>("NotEqual", "T", everything);
+    register_gpu_kernel_for<gpu_binary<B::equal>>("Equal", "T", and_complex(everything));
+    register_gpu_kernel_for<gpu_binary<B::not_equal>>("NotEqual", "T", and_complex(everything));
     register_gpu_kernel<gpu_binary<B::logical_and>>("LogicalAnd");
     register_gpu_kernel<gpu_binary<B::logical_or>>("LogicalOr");
     register_gpu_kernel_for<gpu_select_v2>("SelectV2", "T", everything);

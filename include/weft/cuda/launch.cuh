@@ -15,6 +15,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda/std/complex>
 #include <cuda/std/limits>
 #include <cuda_runtime.h>
 
@@ -61,9 +62,21 @@ void dispatch(elem t, F&& f) {
     case elem::i64: return f(std::int64_t{});
     case elem::u8: return f(std::uint8_t{});
     case elem::boolean: return f(bool{});
+    case elem::c64:
+    case elem::c128: return;  // complex: unary_op and binary_op only (dispatch_arithmetic)
   }
 }
+// As dispatch, and the complex types as ::cuda::std::complex (std::complex's layout), for
+// the elementwise arithmetic.
+template <class F>
+void dispatch_arithmetic(elem t, F&& f) {
+  if (t == elem::c64) return f(::cuda::std::complex<float>{});
+  if (t == elem::c128) return f(::cuda::std::complex<double>{});
+  dispatch(t, static_cast<F&&>(f));
+}
 template <class T> inline constexpr bool is_float = !std::is_integral_v<T>;
+template <class T> inline constexpr bool is_std_complex = false;
+template <class R> inline constexpr bool is_std_complex<::cuda::std::complex<R>> = true;
 
 // ---- unary ----
 template <unary Op, class C>
@@ -93,11 +106,12 @@ __global__ void unary_kernel(const T* x, T* y, std::int64_t n) {
 
 template <unary Op>
 void unary_typed(elem t, const void* x, void* y, std::int64_t n, cudaStream_t s) {
-  dispatch(t, [&](auto v) {
+  dispatch_arithmetic(t, [&](auto v) {
     using T = decltype(v);
     constexpr bool float_only = Op == unary::sqrt || Op == unary::rsqrt || Op == unary::exp || Op == unary::log ||
                                 Op == unary::tanh || Op == unary::sigmoid;
-    if constexpr (std::is_same_v<T, bool> != (Op == unary::logical_not)) return;
+    if constexpr (is_std_complex<T> && !complex_unary(Op)) return;
+    else if constexpr (std::is_same_v<T, bool> != (Op == unary::logical_not)) return;
     else if constexpr (float_only && !is_float<T>) return;
     else unary_kernel<Op, T><<<blocks_for(n), threads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
   });
@@ -155,12 +169,13 @@ __global__ void binary_kernel(const T* a, const T* b, R* z, std::int64_t n, broa
 
 template <binary Op>
 void binary_typed(elem t, const void* a, const void* b, void* z, std::int64_t n, const broadcast_plan& p, cudaStream_t s) {
-  dispatch(t, [&](auto v) {
+  dispatch_arithmetic(t, [&](auto v) {
     using T = decltype(v);
     constexpr bool logical = Op == binary::logical_and || Op == binary::logical_or;
     constexpr bool float_only = Op == binary::tanh_grad || Op == binary::sigmoid_grad;
     constexpr bool any_type = Op == binary::equal || Op == binary::not_equal;
-    if constexpr (!any_type && std::is_same_v<T, bool> != logical) return;
+    if constexpr (is_std_complex<T> && !complex_binary(Op)) return;
+    else if constexpr (!any_type && std::is_same_v<T, bool> != logical) return;
     else if constexpr (float_only && !is_float<T>) return;
     else {
       using R = std::conditional_t<returns_bool(Op), bool, T>;

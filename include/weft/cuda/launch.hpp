@@ -13,8 +13,10 @@
 
 namespace weft::cuda::launch {
 
-/// The element types the GPU kernels take.
-enum class elem : int { f16, bf16, f32, f64, i32, i64, u8, boolean };
+/// The element types the GPU kernels take. The complex ones (c64, c128) only unary_op and
+/// binary_op take, for the ops complex_unary and complex_binary say; every other entry
+/// point launches nothing for them, and the kernels' host code never passes them there.
+enum class elem : int { f16, bf16, f32, f64, i32, i64, u8, boolean, c64, c128 };
 
 /// The elementwise unary ops the GPU computes (unary_op), as the CPU's kernels of the same names.
 enum class unary : int { neg, abs, square, sqrt, rsqrt, exp, log, tanh, sigmoid, relu, logical_not, sign };
@@ -31,6 +33,17 @@ enum class binary : int {
 };
 /// Whether op's output is bool (the comparisons and logical ops).
 inline constexpr bool returns_bool(binary op) noexcept { return op >= binary::greater; }
+
+/// Whether unary_op computes op on complex numbers (c64, c128), as the CPU's kernels do.
+inline constexpr bool complex_unary(unary op) noexcept {
+  return op == unary::neg || op == unary::square || op == unary::sqrt || op == unary::rsqrt || op == unary::exp ||
+         op == unary::log || op == unary::tanh || op == unary::sigmoid;
+}
+/// Whether binary_op computes op on complex numbers (c64, c128), as the CPU's kernels do.
+inline constexpr bool complex_binary(binary op) noexcept {
+  return op == binary::add || op == binary::sub || op == binary::mul || op == binary::div || op == binary::pow ||
+         op == binary::equal || op == binary::not_equal;
+}
 
 // An error slot: two int64 in host memory the device writes through (mapped pinned memory,
 // gpu_device::error_slots): a kernel that meets bad input stores the offending value in [1],
@@ -93,9 +106,10 @@ inline WEFT_HOST_DEVICE std::int64_t offset_in(const broadcast_plan& p, int k, s
   return off;
 }
 
-/// y = op(x) for n elements of type t.
+/// y = op(x) for n elements of type t (complex ones: the ops complex_unary names).
 void unary_op(unary op, elem t, const void* x, void* y, std::int64_t n, cudaStream_t stream);
-/// z = a op b for the n elements of z, operands indexed by `plan` (0: a, 1: b).
+/// z = a op b for the n elements of z, operands indexed by `plan` (0: a, 1: b); complex
+/// operands: the ops complex_binary names.
 void binary_op(binary op, elem t, const void* a, const void* b, void* z, std::int64_t n, const broadcast_plan& plan,
                cudaStream_t stream);
 /// out = cond ? t : e, broadcast (SelectV2); operand 0 of the plan is cond, 1 is t, 2 is e.
