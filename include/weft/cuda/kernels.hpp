@@ -2276,6 +2276,37 @@ struct gpu_apply final : op_kernel {
   bool nesterov_;
 };
 
+/// The GPU kernel of AssignAdd (Add) and AssignSub: the variable updated in place by the delta
+/// (copied first where a reader still holds its value), moved into device memory first where
+/// it was in host memory; integers wrap, as on the CPU.
+template <bool Add>
+struct gpu_assign_update final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
+  explicit gpu_assign_update(const node& n) : t_(arithmetic_elem_of(n.attr<dtype>("T"), n)) {}
+  void compute(kernel_context& ctx) const override {
+    auto var = ctx.input_ref_shared(0);
+    const tensor delta = device_input(ctx, 1);
+    const auto& g = gpu_of(ctx.device());
+    resource_variable::update_in_place(
+        {var.get()},
+        [&](const std::vector<tensor*>& v) {
+          tensor& value = *v[0];
+          if (value.shape() != delta.shape())
+            fail(error_code::invalid_argument, "value of shape ", delta.shape(), " does not match variable '", var->name(),
+                 "' of shape ", value.shape());
+          if (value.memory_space() == memory_space::host) value = g.copy_from_host(value);
+          const auto plan = plan_for({&value.shape(), &delta.shape()}, value.shape());
+          launch::binary_op(Add ? launch::binary::add : launch::binary::sub, t_, value.raw_data(), delta.raw_data(),
+                            value.raw_data(), value.num_elements(), plan, g.stream());
+          launched(ctx.node().op().c_str());
+        },
+        [&g](const tensor& t) { return t.memory_space() == memory_space::host ? g.copy_from_host(t) : g.copy_on_device(t); });
+    ctx.set_output_ref(0, std::move(var));
+  }
+ private:
+  launch::elem t_;
+};
+
 // ---- registration ----
 
 /// Registers kernel class K for op on "GPU" devices with a type constraint; false when one was registered already.
@@ -2329,6 +2360,8 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<with_host_inputs<cpu::accumulator_push_kernel, 0>>("AccumulatorPush");
     register_gpu_kernel<with_host_inputs<cpu::accumulator_pop_kernel, 0>>("AccumulatorPop");
     register_gpu_kernel<with_inputs_in<cpu::assign_kernel, memory_space::device, 1>>("Assign");
+    register_gpu_kernel_for<gpu_assign_update<true>>("AssignAdd", "T", and_complex(numbers));
+    register_gpu_kernel_for<gpu_assign_update<false>>("AssignSub", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_unary<U::neg>>("Neg", "T", and_complex(signed_numbers));
     register_gpu_kernel_for<gpu_unary<U::abs>>("Abs", "T", signed_numbers);
     register_gpu_kernel_for<gpu_unary<U::square>>("Square", "T", and_complex(numbers));
