@@ -210,6 +210,8 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
       CHECK(kernel_registry::global().has(op, "CPU", {"T", t}));
     }
   for (const char* op : {"Abs", "Relu", "Maximum", "Greater"}) CHECK_FALSE(kernel_registry::global().has(op, "GPU", {"T", dtype::complex64}));
+  for (const char* op : {"FusedBatchNormV3", "FusedBatchNormGradV3"})
+    CHECK(gpu_dtypes(op).second == std::vector<dtype>{dtype::float32, dtype::float64});
   CHECK(gpu_dtypes("AssignAdd").second.size() == 9);  // a counter or a sum kept on the GPU
   CHECK(gpu_dtypes("AssignSub").second.size() == 9);
   CHECK(gpu_dtypes("Cumsum").second.size() == 7);
@@ -230,10 +232,12 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
 // The differential test ([gpu], below) compares an op only where the CPU runs it on the
 // random inputs; ops those inputs never run must have a case of their own.
 TEST_CASE("the differential test's random inputs run every op with a GPU kernel on the CPU", "[host]") {
-  // The convolution case's ops; Variable and AccumulatorPop, the CPU's kernels registered on
-  // the GPU (they move no data: the training-step case and the loops use them).
+  // The convolution and batch normalization cases' ops; Variable and AccumulatorPop, the
+  // CPU's kernels registered on the GPU (they move no data: the training-step case and the
+  // loops use them).
   const std::set<std::string> own_case{"BiasAdd", "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "AvgPoolGrad",
-                                       "Variable", "AccumulatorPop", "_FusedMatMulBiasAdd", "_FusedMatMulReluGrad"};
+                                       "Variable", "AccumulatorPop", "_FusedMatMulBiasAdd", "_FusedMatMulReluGrad",
+                                       "FusedBatchNormV3", "FusedBatchNormGradV3"};
   std::vector<std::string> never;
   for (const auto& op : test::runnable_ops()) {
     const auto [attr, types] = gpu_dtypes(op);
@@ -603,6 +607,56 @@ TEST_CASE("convolutions, pooling and BiasAdd with their gradients match the CPU 
       const char* names[] = {"Conv2D+BiasAdd", "MaxPool", "AvgPool", "Conv2DBackpropInput", "Conv2DBackpropFilter", "BiasAddGrad"};
       for (std::size_t i = 0; i < results[0].size(); ++i) {
         INFO(names[i]);
+        CHECK(difference(results[1][i], results[0][i]) == "");
+      }
+    }
+  }
+}
+
+// Batch normalization's random inputs rarely have matching channel counts: its own case.
+TEST_CASE("FusedBatchNormV3 and FusedBatchNormGradV3 on the GPU match the CPU in training and inference", "[gpu]") {
+  struct bn_case {
+    shape x;
+    bool training;
+    double factor;  // 1 in training: the moving averages' inputs empty
+  };
+  const std::vector<bn_case> cases{{{4, 3, 5, 6}, true, 1.0}, {{4, 3, 5, 6}, true, 0.25}, {{4, 3, 5, 6}, false, 1.0},
+                                   {{7, 3}, true, 0.5},        {{1, 2, 3}, true, 0.5},    {{0, 3}, true, 1.0},
+                                   {{0, 3}, false, 1.0},       {{4, 0}, true, 1.0},       {{2, 1, 1, 1, 5}, false, 1.0}};
+  std::mt19937 rng(11);
+  auto random = [&](const shape& sh, double lo, double hi) {
+    std::vector<double> v(static_cast<std::size_t>(sh.num_elements()));
+    for (double& e : v) e = std::uniform_real_distribution<double>(lo, hi)(rng);
+    return tensor::from_vector(v, sh);
+  };
+  for (dtype t : {dtype::float32, dtype::float64}) {
+    for (const auto& c : cases) {
+      INFO(t << " x " << c.x << (c.training ? " training, factor " : " inference ") << c.factor);
+      const std::int64_t channels = c.x[c.x.rank() - 1];
+      const bool empty_stats = c.training && c.factor == 1.0;
+      const tensor xv = random(c.x, -2, 3), dyv = random(c.x, -1, 1), scale = random(shape{channels}, 0.5, 1.5),
+                   offset = random(shape{channels}, -1, 1), mean = random(shape{empty_stats ? 0 : channels}, -0.5, 0.5),
+                   variance = random(shape{empty_stats ? 0 : channels}, 0.5, 2);
+      std::vector<tensor> results[2];
+      for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
+        graph g;
+        auto scope = g.device_scope(on_gpu ? "/device:GPU:0" : "");
+        auto cast = [&](const tensor& v) { return g.op("Cast", {g.constant(v).out(0)}, {{"DstT", t}}).out(0); };
+        const attr_map attrs{{"T", t}, {"U", t}, {"epsilon", 0.001}, {"is_training", c.training}};
+        attr_map forward_attrs = attrs;
+        forward_attrs.set("exponential_avg_factor", c.factor);
+        const node& bn = g.op("FusedBatchNormV3", {cast(xv), cast(scale), cast(offset), cast(mean), cast(variance)}, forward_attrs);
+        const node& grad = g.op("FusedBatchNormGradV3", {cast(dyv), cast(xv), cast(scale), bn.out(3), bn.out(4), bn.out(5)}, attrs);
+        session_options o;
+        if (on_gpu) o.device_count = {{"GPU", 1}};
+        session s(g, o);
+        std::vector<endpoint> fetches;
+        for (int i = 0; i < 6; ++i) fetches.emplace_back(bn.out(i));
+        for (int i = 0; i < 5; ++i) fetches.emplace_back(grad.out(i));
+        results[on_gpu] = s.run({}, fetches);
+      }
+      for (std::size_t i = 0; i < results[0].size(); ++i) {
+        INFO((i < 6 ? "FusedBatchNormV3 output " : "FusedBatchNormGradV3 output ") << (i < 6 ? i : i - 6));
         CHECK(difference(results[1][i], results[0][i]) == "");
       }
     }

@@ -25582,6 +25582,42 @@ struct kernel_for<ops::families::matrix, T, device_types::cpu> {
 #include <vector>
 
 /// @file
+/// The geometry of batch normalization (FusedBatchNormV3 and FusedBatchNormGradV3 of
+/// ops/nn_ops.hpp), device-neutral: x seen as [rows, C] (channels last) and the checks of its
+/// per-channel vectors. The CPU kernels (kernels/cpu/nn.hpp) and the GPU's (cuda/kernels.hpp)
+/// check their inputs here, so both devices refuse the same inputs with the same words.
+
+#include <cstdint>
+#include <string>
+
+
+namespace weft::ops {
+
+/// A batch normalization node's attrs: epsilon and is_training; data_format must be NHWC.
+struct batch_norm_attrs {
+  double epsilon;  ///< added to the variance before its square root
+  bool training;   ///< batch statistics (training) rather than the given mean and variance
+  /// Reads n's attrs, or fails naming n where data_format is not NHWC.
+  explicit batch_norm_attrs(const node& n) : epsilon(n.attr<double>("epsilon")), training(n.attr<bool>("is_training")) {
+    if (n.attr<std::string>("data_format") != "NHWC")
+      fail(error_code::invalid_argument, n.describe(), ": data_format must be NHWC");
+  }
+  /// Fails unless v is a vector of c channels (or empty, where allowed); `what` names it.
+  static void check_vector(const tensor& v, std::int64_t c, const char* what, bool may_be_empty = false) {
+    if (v.rank() != 1 || (v.shape()[0] != c && !(may_be_empty && v.shape()[0] == 0)))
+      fail(error_code::invalid_argument, what, " must be a vector of the ", c, " channels", may_be_empty ? " (or empty)" : "",
+           ", got shape ", v.shape());
+  }
+  /// The channels of x (its last dim, rank 2 to 5), or an error.
+  static std::int64_t channels_of(const tensor& x) {
+    if (x.rank() < 2 || x.rank() > 5)
+      fail(error_code::invalid_argument, "x must have rank 2 to 5 (channels last), got shape ", x.shape());
+    return x.shape()[x.rank() - 1];
+  }
+};
+
+}  // namespace weft::ops
+/// @file
 /// CPU kernels for convolution (ops/nn_ops.hpp), NHWC: Conv2D and its two gradients, and the
 /// choice among three strategies, each in its own header (conv_register_blocks.hpp,
 /// conv_direct.hpp, conv_gemm.hpp).
@@ -27604,28 +27640,9 @@ struct l2_loss {
 
 /// FusedBatchNormV3 and FusedBatchNormGradV3 (ops/nn_ops.hpp): x viewed as [rows, C];
 /// per-channel sums over blocks of rows on the threads, then one pass for the output.
-struct batch_norm_frame {
-  /// Added to the variance before its square root.
-  double epsilon;
-  /// Training mode (batch statistics) rather than inference (the given mean and variance).
-  bool training;
+struct batch_norm_frame : ops::batch_norm_attrs {
   /// Reads epsilon and is_training; data_format must be NHWC.
-  explicit batch_norm_frame(const node& n) : epsilon(n.attr<double>("epsilon")), training(n.attr<bool>("is_training")) {
-    if (n.attr<std::string>("data_format") != "NHWC")
-      fail(error_code::invalid_argument, n.describe(), ": data_format must be NHWC");
-  }
-  /// Fails unless v is a vector of c channels (or empty, where allowed); `what` names it.
-  static void check_vector(const tensor& v, std::int64_t c, const char* what, bool may_be_empty = false) {
-    if (v.rank() != 1 || (v.shape()[0] != c && !(may_be_empty && v.shape()[0] == 0)))
-      fail(error_code::invalid_argument, what, " must be a vector of the ", c, " channels", may_be_empty ? " (or empty)" : "",
-           ", got shape ", v.shape());
-  }
-  /// The channels of x (its last dim, rank 2 to 5), or an error.
-  static std::int64_t channels_of(const tensor& x) {
-    if (x.rank() < 2 || x.rank() > 5)
-      fail(error_code::invalid_argument, "x must have rank 2 to 5 (channels last), got shape ", x.shape());
-    return x.shape()[x.rank() - 1];
-  }
+  explicit batch_norm_frame(const node& n) : ops::batch_norm_attrs(n) {}
   /// Per-channel sums of f(row r, into) over all rows, in `acc` (length c * k), blocks of
   /// rows on the threads, each into a partial of its own.
   template <class F>

@@ -41,6 +41,7 @@
 #include <weft/cuda/check.hpp>
 #include <weft/cuda/device.hpp>
 #include <weft/cuda/launch.hpp>
+#include <weft/graph/batch_norm_geometry.hpp>
 #include <weft/graph/window_geometry.hpp>
 #include <weft/kernels/cpu/state.hpp>
 #include <weft/ops/array_ops.hpp>
@@ -1226,6 +1227,129 @@ struct gpu_bias_add_grad final : op_kernel {
   std::string format_;
 };
 
+/// The GPU kernel of FusedBatchNormV3 (float32, float64; NHWC), as the CPU's: x seen as
+/// [rows, C]; in training the batch's mean and variance by reductions over the rows (the
+/// variance as the mean of squared differences from the mean), the per-channel values by a
+/// kernel computing in double, then y = x a + b in one pass.
+struct gpu_fused_batch_norm final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
+  explicit gpu_fused_batch_norm(const node& n)
+      : attrs_(n), t_(elem_of(n.output_dtype(0), n)), factor_(n.attr<double>("exponential_avg_factor")) {}
+  void compute(kernel_context& ctx) const override {
+    using checks = ops::batch_norm_attrs;
+    const tensor x = device_input(ctx, 0);
+    const std::int64_t c = checks::channels_of(x);
+    const bool may_be_empty = attrs_.training && factor_ == 1.0;
+    checks::check_vector(ctx.input(1), c, "scale");
+    checks::check_vector(ctx.input(2), c, "offset");
+    checks::check_vector(ctx.input(3), c, "mean", may_be_empty);
+    checks::check_vector(ctx.input(4), c, "variance", may_be_empty);
+    const tensor scale = device_input(ctx, 1), offset = device_input(ctx, 2), mean = device_input(ctx, 3),
+                 variance = device_input(ctx, 4);
+    tensor& y = ctx.allocate_output(0, x.shape());
+    launch::batch_norm_forward f;
+    f.batch_mean = ctx.allocate_output(1, shape{c}).raw_data();
+    f.batch_variance = ctx.allocate_output(2, shape{c}).raw_data();
+    f.saved_mean = ctx.allocate_output(3, shape{c}).raw_data();
+    f.saved_variance = ctx.allocate_output(4, shape{c}).raw_data();
+    ctx.allocate_output(5, shape{0});
+    if (c == 0) return;
+    const auto& g = gpu_of(ctx.device());
+    const std::int64_t rows = x.num_elements() / c;
+    const tensor rows_view = x.reshape(shape{rows, c});
+    tensor batch_mean, batch_variance, coefficients(x.dtype(), shape{2, c}, g.get_allocator());
+    if (attrs_.training) {
+      if (rows > 0) {
+        batch_mean = reduce_axes(g, launch::reduction::mean, t_, rows_view, {true, false});
+        tensor squares(x.dtype(), rows_view.shape(), g.get_allocator());
+        const shape channels{c};
+        launch::binary_op(launch::binary::squared_difference, t_, x.raw_data(), batch_mean.raw_data(), squares.raw_data(),
+                          squares.num_elements(), plan_for({&rows_view.shape(), &channels}, rows_view.shape()), g.stream());
+        batch_variance = reduce_axes(g, launch::reduction::mean, t_, squares, {true, false});
+        f.mean = batch_mean.raw_data();
+        f.variance = batch_variance.raw_data();
+      }
+      if (mean.num_elements() == c) f.old_mean = mean.raw_data();
+      if (variance.num_elements() == c) f.old_variance = variance.raw_data();
+    } else {
+      f.mean = mean.raw_data();
+      f.variance = variance.raw_data();
+    }
+    f.scale = scale.raw_data();
+    f.offset = offset.raw_data();
+    f.a = coefficients.raw_data();
+    f.b = static_cast<char*>(coefficients.raw_data()) + c * static_cast<std::int64_t>(size_of(x.dtype()));
+    f.epsilon = attrs_.epsilon;
+    f.factor = factor_;
+    f.rows = rows;
+    f.training = attrs_.training;
+    launch::batch_norm_forward_op(t_, f, c, g.stream());
+    launch::channel_affine_op(t_, x.raw_data(), f.a, nullptr, nullptr, f.b, y.raw_data(), rows, c, g.stream());
+    launched("FusedBatchNormV3");
+  }
+ private:
+  ops::batch_norm_attrs attrs_;
+  launch::elem t_;
+  double factor_;
+};
+
+/// The GPU kernel of FusedBatchNormGradV3 (float32, float64; NHWC), as the CPU's: the sums
+/// of dy and of dy (x - mean) per channel by reductions, the gradients of scale and offset
+/// and the coefficients of x_backprop = dy p + x q + s by a kernel in double, then one pass.
+struct gpu_fused_batch_norm_grad final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
+  explicit gpu_fused_batch_norm_grad(const node& n) : attrs_(n), t_(elem_of(n.output_dtype(0), n)) {}
+  void compute(kernel_context& ctx) const override {
+    using checks = ops::batch_norm_attrs;
+    const tensor dy = device_input(ctx, 0), x = device_input(ctx, 1);
+    const std::int64_t c = checks::channels_of(x);
+    if (dy.shape() != x.shape())
+      fail(error_code::invalid_argument, "y_backprop ", dy.shape(), " and x ", x.shape(), " differ in shape");
+    checks::check_vector(ctx.input(2), c, "scale");
+    checks::check_vector(ctx.input(3), c, "reserve_space_1 (the mean)");
+    checks::check_vector(ctx.input(4), c, "reserve_space_2 (the variance)");
+    const tensor scale = device_input(ctx, 2), mean = device_input(ctx, 3), variance = device_input(ctx, 4);
+    tensor& dx = ctx.allocate_output(0, x.shape());
+    launch::batch_norm_backward b;
+    b.scale_backprop = ctx.allocate_output(1, shape{c}).raw_data();
+    b.offset_backprop = ctx.allocate_output(2, shape{c}).raw_data();
+    ctx.allocate_output(3, shape{0});
+    ctx.allocate_output(4, shape{0});
+    if (c == 0) return;
+    const auto& g = gpu_of(ctx.device());
+    const std::int64_t rows = x.num_elements() / c;
+    const shape rows_shape{rows, c}, channels{c};
+    tensor sum_dy, sum_dy_centered, coefficients(x.dtype(), shape{3, c}, g.get_allocator());
+    if (rows > 0) {
+      sum_dy = reduce_axes(g, launch::reduction::sum, t_, dy.reshape(rows_shape), {true, false});
+      tensor centered(x.dtype(), rows_shape, g.get_allocator());
+      launch::binary_op(launch::binary::sub, t_, x.raw_data(), mean.raw_data(), centered.raw_data(), centered.num_elements(),
+                        plan_for({&rows_shape, &channels}, rows_shape), g.stream());
+      launch::binary_op(launch::binary::mul, t_, centered.raw_data(), dy.raw_data(), centered.raw_data(),
+                        centered.num_elements(), plan_for({&rows_shape, &rows_shape}, rows_shape), g.stream());
+      sum_dy_centered = reduce_axes(g, launch::reduction::sum, t_, centered, {true, false});
+      b.sum_dy = sum_dy.raw_data();
+      b.sum_dy_centered = sum_dy_centered.raw_data();
+    }
+    const std::int64_t bytes = c * static_cast<std::int64_t>(size_of(x.dtype()));
+    b.scale = scale.raw_data();
+    b.mean = mean.raw_data();
+    b.variance = variance.raw_data();
+    b.p = coefficients.raw_data();
+    b.q = static_cast<char*>(coefficients.raw_data()) + bytes;
+    b.s = static_cast<char*>(coefficients.raw_data()) + 2 * bytes;
+    b.epsilon = attrs_.epsilon;
+    b.rows = rows;
+    b.training = attrs_.training;
+    launch::batch_norm_backward_op(t_, b, c, g.stream());
+    launch::channel_affine_op(t_, dy.raw_data(), b.p, x.raw_data(), b.q, b.s, dx.raw_data(), rows, c, g.stream());
+    launched("FusedBatchNormGradV3");
+  }
+ private:
+  ops::batch_norm_attrs attrs_;
+  launch::elem t_;
+};
+
 /// The GPU kernel of Softmax, LogSoftmax.
 template <bool Log>
 struct gpu_softmax final : op_kernel {
@@ -2360,6 +2484,8 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<with_host_inputs<cpu::accumulator_push_kernel, 0>>("AccumulatorPush");
     register_gpu_kernel<with_host_inputs<cpu::accumulator_pop_kernel, 0>>("AccumulatorPop");
     register_gpu_kernel<with_inputs_in<cpu::assign_kernel, memory_space::device, 1>>("Assign");
+    register_gpu_kernel_for<gpu_fused_batch_norm>("FusedBatchNormV3", "T", {dtype::float32, dtype::float64});
+    register_gpu_kernel_for<gpu_fused_batch_norm_grad>("FusedBatchNormGradV3", "T", {dtype::float32, dtype::float64});
     register_gpu_kernel_for<gpu_assign_update<true>>("AssignAdd", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_assign_update<false>>("AssignSub", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_unary<U::neg>>("Neg", "T", and_complex(signed_numbers));

@@ -451,6 +451,66 @@ __global__ void bias_add_kernel(const T* x, const T* bias, T* y, std::int64_t n,
   WEFT_GRID_LOOP(i, n) y[i] = store<T>(load(x[i]) + load(bias[i % channels]));
 }
 
+template <class T>
+__global__ void channel_affine_kernel(const T* x0, const T* a0, const T* x1, const T* a1, const T* b, T* y, std::int64_t n,
+                                      std::int64_t channels) {
+  if (x1) {
+    WEFT_GRID_LOOP(i, n) {
+      const std::int64_t k = i % channels;
+      y[i] = store<T>(load(x0[i]) * load(a0[k]) + load(x1[i]) * load(a1[k]) + load(b[k]));
+    }
+  } else {
+    WEFT_GRID_LOOP(i, n) {
+      const std::int64_t k = i % channels;
+      y[i] = store<T>(load(x0[i]) * load(a0[k]) + load(b[k]));
+    }
+  }
+}
+
+// Batch normalization's per-channel values, in double as the CPU's kernel computes them.
+template <class T>
+__global__ void batch_norm_forward_kernel(batch_norm_forward f, std::int64_t channels) {
+  const auto at = [](const void* p, std::int64_t k) { return static_cast<double>(load(static_cast<const T*>(p)[k])); };
+  const auto put = [](void* p, std::int64_t k, double v) { static_cast<T*>(p)[k] = store<T>(static_cast<compute_t<T>>(v)); };
+  WEFT_GRID_LOOP(k, channels) {
+    const double mean = f.mean ? at(f.mean, k) : NAN, variance = f.variance ? at(f.variance, k) : NAN;
+    if (f.training) {
+      const double n = static_cast<double>(f.rows), bessel = f.rows > 1 ? n / (n - 1) : 1.0;
+      const double old_mean = f.old_mean ? at(f.old_mean, k) : 0.0, old_variance = f.old_variance ? at(f.old_variance, k) : 0.0;
+      put(f.batch_mean, k, (1 - f.factor) * old_mean + f.factor * mean);
+      put(f.batch_variance, k, (1 - f.factor) * old_variance + f.factor * variance * bessel);
+    } else {
+      put(f.batch_mean, k, mean);
+      put(f.batch_variance, k, variance);
+    }
+    put(f.saved_mean, k, mean);
+    put(f.saved_variance, k, variance);
+    const double a = at(f.scale, k) / sqrt(variance + f.epsilon);
+    put(f.a, k, a);
+    put(f.b, k, at(f.offset, k) - mean * a);
+  }
+}
+
+template <class T>
+__global__ void batch_norm_backward_kernel(batch_norm_backward b, std::int64_t channels) {
+  const auto at = [](const void* p, std::int64_t k) { return static_cast<double>(load(static_cast<const T*>(p)[k])); };
+  const auto put = [](void* p, std::int64_t k, double v) { static_cast<T*>(p)[k] = store<T>(static_cast<compute_t<T>>(v)); };
+  WEFT_GRID_LOOP(k, channels) {
+    const double rstd = 1 / sqrt(at(b.variance, k) + b.epsilon), mean = at(b.mean, k);
+    const double sum_dy = b.sum_dy ? at(b.sum_dy, k) : 0.0;
+    const double sum_dy_xhat = b.sum_dy_centered ? at(b.sum_dy_centered, k) * rstd : 0.0;
+    const double g = at(b.scale, k) * rstd, n = static_cast<double>(b.rows);
+    const double mean_dy = b.training && b.rows ? sum_dy / n : 0.0;
+    const double mean_dy_xhat = b.training && b.rows ? sum_dy_xhat / n : 0.0;
+    const double q = -g * mean_dy_xhat * rstd;  // xhat = x rstd - mean rstd
+    put(b.offset_backprop, k, sum_dy);
+    put(b.scale_backprop, k, sum_dy_xhat);
+    put(b.p, k, g);
+    put(b.q, k, q);
+    put(b.s, k, -g * mean_dy - q * mean);
+  }
+}
+
 // One block per row: the row's max, then the sum of exponentials, then the outputs.
 // They compute in compute_t<T>: float for the 16-bit floats and float32, double for float64.
 template <class T, class C = compute_t<T>>
@@ -1126,6 +1186,31 @@ void bias_add_op(elem t, const void* x, const void* bias, void* y, std::int64_t 
       kernels::bias_add_kernel<T><<<kernels::blocks_for(rows * channels), kernels::threads, 0, s>>>(
           static_cast<const T*>(x), static_cast<const T*>(bias), static_cast<T*>(y), rows * channels, channels);
   });
+}
+
+void channel_affine_op(elem t, const void* x0, const void* a0, const void* x1, const void* a1, const void* b, void* y,
+                       std::int64_t rows, std::int64_t channels, cudaStream_t s) {
+  if (rows * channels <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else
+      kernels::channel_affine_kernel<T><<<kernels::blocks_for(rows * channels), kernels::threads, 0, s>>>(
+          static_cast<const T*>(x0), static_cast<const T*>(a0), static_cast<const T*>(x1), static_cast<const T*>(a1),
+          static_cast<const T*>(b), static_cast<T*>(y), rows * channels, channels);
+  });
+}
+
+void batch_norm_forward_op(elem t, const batch_norm_forward& f, std::int64_t channels, cudaStream_t s) {
+  if (channels <= 0) return;
+  if (t == elem::f32) kernels::batch_norm_forward_kernel<float><<<kernels::blocks_for(channels), kernels::threads, 0, s>>>(f, channels);
+  if (t == elem::f64) kernels::batch_norm_forward_kernel<double><<<kernels::blocks_for(channels), kernels::threads, 0, s>>>(f, channels);
+}
+
+void batch_norm_backward_op(elem t, const batch_norm_backward& b, std::int64_t channels, cudaStream_t s) {
+  if (channels <= 0) return;
+  if (t == elem::f32) kernels::batch_norm_backward_kernel<float><<<kernels::blocks_for(channels), kernels::threads, 0, s>>>(b, channels);
+  if (t == elem::f64) kernels::batch_norm_backward_kernel<double><<<kernels::blocks_for(channels), kernels::threads, 0, s>>>(b, channels);
 }
 
 void softmax_op(bool log, elem t, const void* logits, void* y, std::int64_t rows, std::int64_t classes, cudaStream_t s) {

@@ -163,6 +163,58 @@ void arg_reduce_op(bool max, elem t, const void* x, void* y, bool int64_out, std
 void bias_add_op(elem t, const void* x, const void* bias, void* y, std::int64_t rows, std::int64_t channels,
                  cudaStream_t stream);
 
+/// y = x0 a0 + x1 a1 + b over [rows, channels], a0, a1 and b per channel (x1 and a1 null:
+/// y = x0 a0 + b): batch normalization's outputs, in float (16-bit types), or T.
+void channel_affine_op(elem t, const void* x0, const void* a0, const void* x1, const void* a1, const void* b, void* y,
+                       std::int64_t rows, std::int64_t channels, cudaStream_t stream);
+
+/// FusedBatchNormV3's per-channel values, one thread a channel, in double, as the CPU's
+/// kernel computes them (ops/nn_ops.hpp says what each is). Vectors of `channels` elements of
+/// the node's T.
+struct batch_norm_forward {
+  /// Training: the batch's mean and (biased) variance (null where x has no rows: NaN, as
+  /// TensorFlow's); inference: the given mean and variance.
+  const void* mean = nullptr;
+  const void* variance = nullptr;  ///< see mean
+  /// Training: the moving averages given (null: empty inputs, taken as 0).
+  const void* old_mean = nullptr;
+  const void* old_variance = nullptr;  ///< see old_mean
+  const void* scale = nullptr;         ///< the scale input
+  const void* offset = nullptr;        ///< the offset input
+  void* batch_mean = nullptr;          ///< output 1: the moving mean (training) or the given mean
+  void* batch_variance = nullptr;      ///< output 2: the moving variance (training: Bessel-corrected batch variance)
+  void* saved_mean = nullptr;          ///< output 3 (reserve_space_1): the mean that normalized
+  void* saved_variance = nullptr;      ///< output 4 (reserve_space_2): the variance that normalized
+  void* a = nullptr;                   ///< y = x a + b: scale / sqrt(variance + epsilon)
+  void* b = nullptr;                   ///< offset - mean a
+  double epsilon = 0;                  ///< the epsilon attr
+  double factor = 1;                   ///< exponential_avg_factor
+  std::int64_t rows = 0;               ///< x's rows (elements per channel)
+  bool training = true;                ///< is_training
+};
+/// Computes `f`'s outputs for `channels` channels of type t (float32 or float64).
+void batch_norm_forward_op(elem t, const batch_norm_forward& f, std::int64_t channels, cudaStream_t stream);
+
+/// FusedBatchNormGradV3's per-channel values, one thread a channel, in double: the offset's
+/// and scale's gradients and the coefficients of x_backprop = dy p + x q + s.
+struct batch_norm_backward {
+  const void* sum_dy = nullptr;           ///< the sum of y_backprop over the rows (null: no rows, 0)
+  const void* sum_dy_centered = nullptr;  ///< the sum of y_backprop (x - mean) (null: no rows, 0)
+  const void* scale = nullptr;            ///< the scale input
+  const void* mean = nullptr;             ///< reserve_space_1
+  const void* variance = nullptr;         ///< reserve_space_2
+  void* scale_backprop = nullptr;         ///< output 1
+  void* offset_backprop = nullptr;        ///< output 2
+  void* p = nullptr;                      ///< x_backprop's coefficient of dy
+  void* q = nullptr;                      ///< its coefficient of x
+  void* s = nullptr;                      ///< its constant
+  double epsilon = 0;                     ///< the epsilon attr
+  std::int64_t rows = 0;                  ///< x's rows (elements per channel)
+  bool training = true;                   ///< is_training
+};
+/// Computes `b`'s outputs for `channels` channels of type t (float32 or float64).
+void batch_norm_backward_op(elem t, const batch_norm_backward& b, std::int64_t channels, cudaStream_t stream);
+
 /// Softmax and log-softmax along the last dim of [rows, classes].
 void softmax_op(bool log, elem t, const void* logits, void* y, std::int64_t rows, std::int64_t classes,
                 cudaStream_t stream);
