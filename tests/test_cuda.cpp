@@ -210,6 +210,28 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
       CHECK(kernel_registry::global().has(op, "CPU", {"T", t}));
     }
   for (const char* op : {"Abs", "Relu", "Maximum", "Greater"}) CHECK_FALSE(kernel_registry::global().has(op, "GPU", {"T", dtype::complex64}));
+  // A Fused node whose expression has no GPU code (Select) is refused when it is placed (soft
+  // placement runs it on the CPU), not when its kernel is built.
+  {
+    graph g;
+    auto& c = g.placeholder(dtype::boolean, {2, 3}, "c");
+    auto& a = g.placeholder(dtype::float32, {2, 3}, "a");
+    const node& row_select = g.op("Fused", {c, a, a},
+                                  {{"expr", std::string("Select:float32($bool,$float32,$float32)")},
+                                   {"slots", std::vector<std::int64_t>{0, 1, 2}},
+                                   {"T", dtype::float32},
+                                   {"Tin", std::vector<dtype>{dtype::boolean, dtype::float32, dtype::float32}}},
+                                  node_options("row_select"));
+    const node& sum = g.op("Fused", {a, a},
+                           {{"expr", std::string("Add:float32($float32,$float32)")},
+                            {"slots", std::vector<std::int64_t>{0, 1}},
+                            {"T", dtype::float32},
+                            {"Tin", std::vector<dtype>{dtype::float32, dtype::float32}}},
+                           node_options("sum"));
+    CHECK_THAT(kernel_registry::global().missing(row_select, "GPU"),
+               Catch::StartsWith("node 'row_select' (Fused): the GPU kernel does not take it: Fused expr: Select has no GPU code"));
+    CHECK(kernel_registry::global().missing(sum, "GPU").empty());
+  }
   for (const char* op : {"FusedBatchNormV3", "FusedBatchNormGradV3"})
     CHECK(gpu_dtypes(op).second == std::vector<dtype>{dtype::float32, dtype::float64});
   CHECK(gpu_dtypes("AssignAdd").second.size() == 9);  // a counter or a sum kept on the GPU

@@ -339,9 +339,26 @@ struct xpu_fused_matmul_bias_add final : op_kernel {
   bool relu_;
 };
 
+// Cast on the XPU from int32, to float32 only: the nodes of other DstT it refuses when they
+// are placed (kernel_refusal), which its constructor would refuse when built.
+struct xpu_cast final : op_kernel {
+  static std::string refuses(const node& n) {
+    return n.attr<dtype>("DstT") == dtype::float32 ? std::string() : "it converts to float32 only";
+  }
+  explicit xpu_cast(const node& n) {
+    if (const std::string why = refuses(n); !why.empty()) fail(error_code::unimplemented, "XPU Cast: ", why);
+  }
+  void compute(kernel_context& ctx) const override {
+    const tensor& in = ctx.input(0);  // small int32 tensors stay in host memory, which the XPU reads
+    tensor& out = ctx.allocate_output(0, in.shape());
+    for (std::int64_t i = 0; i < in.num_elements(); ++i) out.data<float>()[i] = static_cast<float>(in.data<std::int32_t>()[i]);
+  }
+};
+
 void register_xpu() {
   static const bool once = [] {
     kernel_registry::global().add("Neg", "XPU", {"T", dtype::float32}, &make_kernel<xpu_neg>);
+    kernel_registry::global().add("Cast", "XPU", {"SrcT", dtype::int32}, &make_kernel<xpu_cast>, refusal_of<xpu_cast>());
     kernel_registry::global().add(ops::fused_matmul_bias_add_op, "XPU", {"T", dtype::float32},
                                   &make_kernel<xpu_fused_matmul_bias_add>);
     device_factory f;
@@ -391,6 +408,41 @@ TEST_CASE("a device of its own memory gets feeds and Recvs copied in, and fetche
   session l(g, lossy);
   r = l.run({{x, tensor::of<float>({3}, {1.5f, -2, 3})}, {p, tensor::scalar(true)}}, {c});
   CHECK(r[0].to_vector<float>() == std::vector<float>{-1.5f, 2, -3});
+}
+
+TEST_CASE("a kernel that refuses a node when it is placed sends it to another device under soft placement, and names why otherwise") {
+  using namespace devices_xpu;
+  register_xpu();
+  graph g;
+  auto& x = g.placeholder(dtype::int32, {3}, "x");
+  auto& to_float = g.op("Cast", {x}, {{"DstT", dtype::float32}}, node_options("to_float").on("/device:XPU:0"));
+  auto& to_double = g.op("Cast", {x}, {{"DstT", dtype::float64}}, node_options("to_double").on("/device:XPU:0"));
+  // The registry: the kernel is found for both; it takes one.
+  CHECK(kernel_registry::global().missing(to_float, "XPU").empty());
+  CHECK(kernel_registry::global().missing(to_double, "XPU") ==
+        "node 'to_double' (Cast): the XPU kernel does not take it: it converts to float32 only");
+  CHECK(refusal_of<xpu_neg>() == nullptr);
+  const feed_list feed{{x, tensor::of<std::int32_t>({3}, {1, -2, 7})}};
+  session_options o;
+  o.device_count = {{"XPU", 1}};
+  o.placement.soft = true;
+  session relaxed(g, o);
+  run_metadata meta;
+  const auto r = relaxed.run(feed, {to_float, to_double}, {}, {}, &meta);
+  CHECK(r[0].to_vector<float>() == std::vector<float>{1, -2, 7});
+  CHECK(r[1].to_vector<double>() == std::vector<double>{1, -2, 7});
+  std::map<std::string, std::string> device_of;
+  for (const auto& n : meta.stats.nodes) device_of[n.node] = n.device;
+  CHECK(device_of.at("to_float") == "/job:localhost/replica:0/task:0/device:XPU:0");
+  CHECK(device_of.at("to_double") == "/job:localhost/replica:0/task:0/device:CPU:0");
+  // Without soft placement the request cannot be met: the error gives the kernel's reason
+  // when the node is placed (before, its constructor's error when the kernel was built).
+  o.placement.soft = false;
+  session strict(g, o);
+  CHECK(strict.run(feed, {to_float})[0].to_vector<float>() == std::vector<float>{1, -2, 7});
+  test::require_error([&] { strict.run(feed, {to_double}); },
+                      {"node 'to_double' (Cast): the XPU kernel does not take it: it converts to float32 only",
+                       "requests device '/device:XPU:0'"});
 }
 
 TEST_CASE("a session folds MatMul with its bias and ReLU where every device type has the fused kernel, and not otherwise") {

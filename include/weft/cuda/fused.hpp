@@ -409,6 +409,18 @@ struct gpu_fused final : op_kernel {
     arch_ = major * 10 + minor;
     cubin_ = fused_cache::global().cubin(source_, arch_, name_);
   }
+  /// Why a GPU kernel cannot be generated for node n (an op of its expression without GPU
+  /// code, too many inputs), asked when nodes are placed, so that soft placement runs such a
+  /// node on the CPU; empty where it can (NVRTC's compilation is not tried here).
+  static std::string refuses(const node& n) {
+    try {
+      (void)fused_source(parse_fused(n.attr<std::string>("expr")), n.attr<std::vector<std::int64_t>>("slots"),
+                         n.attr<std::vector<dtype>>("Tin"), n.output_dtype(0), "weft_fused");
+    } catch (const error& e) {
+      return e.what();
+    }
+    return {};
+  }
   ~gpu_fused() override {
     for (auto& [ordinal, lib] : libraries_) (void)cudaLibraryUnload(lib);
   }

@@ -2436,7 +2436,7 @@ struct gpu_assign_update final : op_kernel {
 /// Registers kernel class K for op on "GPU" devices with a type constraint; false when one was registered already.
 template <class K>
 bool register_gpu_kernel(std::string op, kernel_registry::type_constraint constraint = {}) {
-  return kernel_registry::global().add(std::move(op), "GPU", std::move(constraint), &make_kernel<K>);
+  return kernel_registry::global().add(std::move(op), "GPU", std::move(constraint), &make_kernel<K>, refusal_of<K>());
 }
 /// register_gpu_kernel for op with attr `attr` set to each of the dtypes.
 template <class K>

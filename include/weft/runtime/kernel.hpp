@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <concepts>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -289,6 +290,12 @@ class op_kernel {
 
 /// Makes the kernel for a node (its constructor may reject the node's attrs by throwing).
 using kernel_factory = std::function<std::unique_ptr<op_kernel>(const node&)>;
+/// Why a registered kernel cannot serve node n (empty: it can), asked when nodes are placed,
+/// before any kernel is made: a kernel whose constructor refuses some nodes of its op and
+/// dtype (attrs it has no code for) says so here, so that soft placement puts those nodes on
+/// another device instead of the session failing when it builds the kernel. A kernel class
+/// declares it as `static std::string refuses(const node&)`.
+using kernel_refusal = std::string (*)(const node&);
 
 /// Kernels by (op, device type) and an optional type constraint: ("T", float32) picks the
 /// kernel for nodes whose attr T is float32. Registering the same key twice keeps the first,
@@ -302,14 +309,16 @@ class kernel_registry {
     dtype type = dtype::invalid;  ///< the dtype that attr must have
   };
 
-  /// Registers `factory` for `op` on `device_type` ("CPU", "GPU") under `constraint`;
-  /// returns false (and keeps the first) when that key is already registered.
-  bool add(std::string op, std::string device_type, type_constraint constraint, kernel_factory factory) {
+  /// Registers `factory` for `op` on `device_type` ("CPU", "GPU") under `constraint`, with the
+  /// nodes it refuses (null: none); returns false (and keeps the first) when that key is
+  /// already registered.
+  bool add(std::string op, std::string device_type, type_constraint constraint, kernel_factory factory,
+           kernel_refusal refuses = nullptr) {
     std::unique_lock lock(mutex_);
     auto& list = kernels_[{std::move(op), std::move(device_type)}];
     for (const auto& k : list)
       if (k.constraint.attr == constraint.attr && k.constraint.type == constraint.type) return false;
-    list.push_back({std::move(constraint), std::move(factory)});
+    list.push_back({std::move(constraint), std::move(factory), refuses});
     return true;
   }
 
@@ -317,16 +326,27 @@ class kernel_registry {
   std::unique_ptr<op_kernel> create(const node& n, const std::string& device_type) const {
     {
       std::shared_lock lock(mutex_);
-      if (const kernel_factory* f = find(n, device_type)) return (*f)(n);
+      if (const registration* r = find(n, device_type)) return r->factory(n);
     }
     throw error(error_code::not_found, missing(n, device_type));
   }
 
-  /// Whether `n` finds a kernel on `device_type`: an empty string when it does, else the
-  /// error create() would raise (the node, its type attrs, and what is registered).
+  /// Whether `n` finds a kernel on `device_type` that takes it: an empty string when it does,
+  /// else why not (the node, its type attrs, and what is registered; or the kernel's refusal).
   std::string missing(const node& n, const std::string& device_type) const {
+    kernel_refusal refuses = nullptr;
+    {
+      std::shared_lock lock(mutex_);
+      if (const registration* r = find(n, device_type)) {
+        if (!r->refuses) return {};
+        refuses = r->refuses;
+      }
+    }
+    if (refuses) {
+      const std::string why = refuses(n);  // outside the lock: it may be slow, and it may register
+      return why.empty() ? why : n.describe() + ": the " + device_type + " kernel does not take it: " + why;
+    }
     std::shared_lock lock(mutex_);
-    if (find(n, device_type)) return {};
     auto it = kernels_.find({n.op(), device_type});
     std::ostringstream msg;
     msg << n.describe() << ": no " << device_type << " kernel registered";
@@ -368,15 +388,16 @@ class kernel_registry {
   struct registration {
     type_constraint constraint;
     kernel_factory factory;
+    kernel_refusal refuses = nullptr;
   };
-  /// The factory for `n` on `device_type`, or nullptr; the caller holds mutex_.
-  const kernel_factory* find(const node& n, const std::string& device_type) const {
+  /// The registration for `n` on `device_type`, or nullptr; the caller holds mutex_.
+  const registration* find(const node& n, const std::string& device_type) const {
     auto it = kernels_.find({n.op(), device_type});
     if (it == kernels_.end()) return nullptr;
     for (const auto& k : it->second) {
-      if (k.constraint.attr.empty()) return &k.factory;
+      if (k.constraint.attr.empty()) return &k;
       const attr_value* v = n.attrs().find(k.constraint.attr);
-      if (v && v->get_if<dtype>() && *v->get_if<dtype>() == k.constraint.type) return &k.factory;
+      if (v && v->get_if<dtype>() && *v->get_if<dtype>() == k.constraint.type) return &k;
     }
     return nullptr;
   }
@@ -391,11 +412,23 @@ std::unique_ptr<op_kernel> make_kernel(const node& n) {
   return std::make_unique<K>(n);
 }
 
+/// K::refuses where kernel class K declares it (`static std::string refuses(const node&)`),
+/// else null: the nodes K's constructor would refuse (kernel_refusal).
+template <class K>
+constexpr kernel_refusal refusal_of() {
+  if constexpr (requires(const node& n) {
+                  { K::refuses(n) } -> std::convertible_to<std::string>;
+                })
+    return &K::refuses;
+  else
+    return nullptr;
+}
+
 /// Registers kernel class K (constructible from const node&) for `op` on the CPU. The factory
 /// is a function pointer, so that every K shares one std::function instantiation.
 template <class K>
 bool register_cpu_kernel(std::string op, kernel_registry::type_constraint constraint = {}) {
-  return kernel_registry::global().add(std::move(op), "CPU", std::move(constraint), &make_kernel<K>);
+  return kernel_registry::global().add(std::move(op), "CPU", std::move(constraint), &make_kernel<K>, refusal_of<K>());
 }
 
 }  // namespace weft
