@@ -592,6 +592,76 @@ TEST_CASE("layers: FusedBatchNormV3's errors name the node and the shapes", "[ds
                     Catch::Contains("rank"));
 }
 
+TEST_CASE("layers: FusedBatchNormV3 of float16 and bfloat16 with float32 statistics is float32's, x and y rounded", "[dsl][layers]") {
+  // TensorFlow's mixed precision: x, y and their gradients in the 16-bit type, scale, offset
+  // and the statistics in float32. The kernel widens x, computes as float32 does, and rounds
+  // y and x's gradient once: the outputs equal float32's on the same (representable) values,
+  // rounded.
+  use_kernels<ops::FusedBatchNormV3, float>();
+  use_kernels<ops::FusedBatchNormV3, half>();
+  use_kernels<ops::FusedBatchNormV3, bfloat16>();
+  use_kernels<ops::Cast, float>();
+  use_kernels<ops::Cast, half>();
+  use_kernels<ops::Cast, bfloat16>();
+  std::vector<float> xv(4 * 2 * 3), dyv(xv.size());
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    xv[i] = static_cast<float>(static_cast<int>(i * 7 % 11) - 5) * 0.25f;  // exact in both 16-bit types
+    dyv[i] = static_cast<float>(static_cast<int>(i * 5 % 9) - 4) * 0.5f;
+  }
+  const tensor x32 = tensor::from_vector(xv, shape{4, 2, 3}), dy32 = tensor::from_vector(dyv, shape{4, 2, 3});
+  const tensor scale = tensor::of<float>({3}, {1.5f, -0.5f, 2}), offset = tensor::of<float>({3}, {0.25f, 0, -1});
+  const tensor mean = tensor::of<float>({3}, {0.1f, -0.2f, 0.3f}), variance = tensor::of<float>({3}, {1, 2, 0.5f});
+  for (const bool training : {true, false}) {
+    // The float32 result, then each 16-bit type's.
+    std::vector<tensor> want;
+    for (dtype t : {dtype::float32, dtype::float16, dtype::bfloat16}) {
+      INFO(t << (training ? " training" : " inference"));
+      graph g;
+      const output x = g.op("Cast", {g.constant(x32).out(0)}, {{"DstT", t}}).out(0);
+      const output dy = g.op("Cast", {g.constant(dy32).out(0)}, {{"DstT", t}}).out(0);
+      const attr_map attrs{{"epsilon", 0.01}, {"is_training", training}};
+      attr_map forward_attrs = attrs;
+      forward_attrs.set("exponential_avg_factor", 0.5);
+      const node& bn = g.op("FusedBatchNormV3", {x, g.constant(scale), g.constant(offset), g.constant(mean), g.constant(variance)},
+                            forward_attrs, "bn");
+      const node& d = g.op("FusedBatchNormGradV3", {dy, x, g.constant(scale), bn.out(3), bn.out(4), bn.out(5)}, attrs, "bn_grad");
+      CHECK(bn.output_dtype(0) == t);
+      CHECK(bn.output_dtype(1) == dtype::float32);
+      CHECK(d.output_dtype(0) == t);
+      CHECK(d.output_dtype(1) == dtype::float32);
+      // y and x's gradient as float32 (a 16-bit value widens exactly), the float32 outputs as they are.
+      const output y = g.op("Cast", {bn.out(0)}, {{"DstT", dtype::float32}}).out(0);
+      const output dx = g.op("Cast", {d.out(0)}, {{"DstT", dtype::float32}}).out(0);
+      session s(g);
+      const auto r = s.run({}, {y, bn.out(1), bn.out(2), bn.out(3), bn.out(4), dx, d.out(1), d.out(2)});
+      if (t == dtype::float32) {
+        want = r;
+        continue;
+      }
+      // float32's y and x's gradient rounded to t, and back.
+      graph h;
+      const auto rounded = [&](const tensor& v) {
+        return h.op("Cast", {h.op("Cast", {h.constant(v).out(0)}, {{"DstT", t}}).out(0)}, {{"DstT", dtype::float32}}).out(0);
+      };
+      const output ry = rounded(want[0]), rdx = rounded(want[5]);
+      session sh(h);
+      const auto w = sh.run({}, {ry, rdx});
+      CHECK(r[0].to_vector<float>() == w[0].to_vector<float>());
+      CHECK(r[5].to_vector<float>() == w[1].to_vector<float>());
+      for (std::size_t i : {1u, 2u, 3u, 4u, 6u, 7u}) {
+        INFO("output " << i);
+        CHECK(r[i].to_vector<float>() == want[i].to_vector<float>());
+      }
+    }
+  }
+  // The statistics of a 16-bit x are float32, not float64, and not the 16-bit type itself.
+  graph g;
+  auto& x = g.placeholder(dtype::float16, {unknown_dim, 3}, "x");
+  auto& d = g.placeholder(dtype::float64, {3}, "d");
+  CHECK_THROWS_WITH(g.op("FusedBatchNormV3", {x, d, d, d, d}, {}, "wide"),
+                    Catch::Contains("U (float64) must equal T (float16), or be float32 where T is float16 or bfloat16"));
+}
+
 TEST_CASE("layers: a session's checkpoint holds the layers' variables, and another session restores them", "[dsl][layers]") {
   auto x = placeholder<float>("x", dims<dyn, 4>);
   L::dense<float, 4, 3> fc("fc", {.kernel = L::glorot_uniform(6, 1)});

@@ -4878,7 +4878,9 @@ struct matrix {
 ///     passed through.
 ///   FusedBatchNormGradV3(y_backprop, x, scale, reserve_space_1..3; epsilon, is_training)
 ///     -> (x_backprop, scale_backprop, offset_backprop, reserve_space_4, reserve_space_5)
-///     T and U are float32 or float64 (U = T; TensorFlow's half types are not taken yet).
+///     T is float16, bfloat16, float32 or float64; U (scale, offset and the statistics) is T,
+///     or float32 where T is a 16-bit float (TensorFlow's mixed precision: the statistics
+///     and the arithmetic in float32, x and y in T).
 ///   Dropout(x, rate; seed, seed2) -> (output, mask)         keeps each element with
 ///                                                           probability 1 - rate and scales
 ///                                                           it by 1 / (1 - rate); mask holds
@@ -5030,8 +5032,10 @@ inline void sizes_output(shape_context& c, int i, const char* what) {
 /// training with an avg factor of 1).
 inline void batch_norm_shapes(shape_context& c, bool forward) {
   detail::require_nhwc(c);
-  if (c.attr<dtype>("U") != c.attr<dtype>("T"))
-    c.fail("U (", c.attr<dtype>("U"), ") must equal T (", c.attr<dtype>("T"), ") in weft");
+  const dtype t = c.attr<dtype>("T"), u = c.attr<dtype>("U");
+  const bool half = t == dtype::float16 || t == dtype::bfloat16;
+  if (u != t && !(half && u == dtype::float32))
+    c.fail("U (", u, ") must equal T (", t, "), or be float32 where T is float16 or bfloat16");
   const int xi = forward ? 0 : 1;
   const partial_shape& x = c.input(xi);
   if (x.rank_known() && (x.rank() < 2 || x.rank() > 5))
@@ -5328,7 +5332,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> nn_op_defs() {
                      .build());
   // Batch normalization (the header's comment says what it computes).
   auto batch_norm_common = [](op_def_builder b) {
-    return b.attr("T: {float32, float64}")
+    return b.attr("T: {float16, bfloat16, float32, float64}")
         .attr("U: {float32, float64}")
         .attr("epsilon: float = 0.0001")
         .attr("data_format: string = 'NHWC'")
@@ -25741,7 +25745,9 @@ struct io {
 
 /// The kernel of Body for dtype T: Body::shapes(ctx) checks the inputs and gives the output
 /// shapes, Body::run<C>(ctx, io) computes into outputs of dtype C = compute_t<T>. For half
-/// types the value inputs are widened to float first and the outputs narrowed after.
+/// types the value inputs of dtype T are widened to float first and the outputs of dtype T
+/// narrowed after (inputs and outputs that are float already, as batch normalization's
+/// statistics of a half x, are read and written as they are).
 template <class Body>
 struct kernel {
   /// The kernel for dtype T.
@@ -25755,14 +25761,16 @@ struct kernel {
       io v;
       for (int i = 0; i < ctx.num_inputs(); ++i) {
         const tensor& x = ctx.input(i);
-        v.in.push_back((Body::value_mask >> i) & 1u ? widened<T>(ctx, x) : x);
+        v.in.push_back((Body::value_mask >> i) & 1u && x.dtype() == dtype_of<T> ? widened<T>(ctx, x) : x);
       }
+      // Whether output o is narrowed from C after the body.
+      const auto narrowed = [&](std::size_t o) { return is_converted_v<T> && ctx.node().output_dtype(static_cast<int>(o)) == dtype_of<T>; };
       for (std::size_t o = 0; o < shapes.size(); ++o)
-        v.out.push_back(is_converted_v<T> ? tensor(dtype_of<C>, shapes[o]) : ctx.allocate_output(static_cast<int>(o), shapes[o]));
+        v.out.push_back(narrowed(o) ? tensor(dtype_of<C>, shapes[o]) : ctx.allocate_output(static_cast<int>(o), shapes[o]));
       body_.template run<C>(ctx, v);
       if constexpr (is_converted_v<T>)
         for (std::size_t o = 0; o < shapes.size(); ++o)
-          detail::run_convert(ctx, narrow_fn<T>, v.out[o], ctx.allocate_output(static_cast<int>(o), shapes[o]));
+          if (narrowed(o)) detail::run_convert(ctx, narrow_fn<T>, v.out[o], ctx.allocate_output(static_cast<int>(o), shapes[o]));
     }
    private:
     Body body_;
@@ -27861,8 +27869,8 @@ void register_nn_kernels() {
   register_for<nn::kernel<nn::max_pool_grad_relu_grad>::of>(ops::fused_max_pool_grad_relu_grad_op, "T", types{});
   register_for<nn::kernel<nn::avg_pool_grad>::of>("AvgPoolGrad", "T", types{});
   register_for<nn::kernel<nn::dropout>::of>("Dropout", "T", types{});
-  register_for<nn::kernel<nn::fused_batch_norm>::of>("FusedBatchNormV3", "T", type_list<float, double>{});
-  register_for<nn::kernel<nn::fused_batch_norm_grad>::of>("FusedBatchNormGradV3", "T", type_list<float, double>{});
+  register_for<nn::kernel<nn::fused_batch_norm>::of>("FusedBatchNormV3", "T", types{});
+  register_for<nn::kernel<nn::fused_batch_norm_grad>::of>("FusedBatchNormGradV3", "T", types{});
 }
 
 }  // namespace weft::cpu

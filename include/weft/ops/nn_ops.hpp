@@ -52,7 +52,9 @@
 ///     passed through.
 ///   FusedBatchNormGradV3(y_backprop, x, scale, reserve_space_1..3; epsilon, is_training)
 ///     -> (x_backprop, scale_backprop, offset_backprop, reserve_space_4, reserve_space_5)
-///     T and U are float32 or float64 (U = T; TensorFlow's half types are not taken yet).
+///     T is float16, bfloat16, float32 or float64; U (scale, offset and the statistics) is T,
+///     or float32 where T is a 16-bit float (TensorFlow's mixed precision: the statistics
+///     and the arithmetic in float32, x and y in T).
 ///   Dropout(x, rate; seed, seed2) -> (output, mask)         keeps each element with
 ///                                                           probability 1 - rate and scales
 ///                                                           it by 1 / (1 - rate); mask holds
@@ -211,8 +213,10 @@ inline void sizes_output(shape_context& c, int i, const char* what) {
 /// training with an avg factor of 1).
 inline void batch_norm_shapes(shape_context& c, bool forward) {
   detail::require_nhwc(c);
-  if (c.attr<dtype>("U") != c.attr<dtype>("T"))
-    c.fail("U (", c.attr<dtype>("U"), ") must equal T (", c.attr<dtype>("T"), ") in weft");
+  const dtype t = c.attr<dtype>("T"), u = c.attr<dtype>("U");
+  const bool half = t == dtype::float16 || t == dtype::bfloat16;
+  if (u != t && !(half && u == dtype::float32))
+    c.fail("U (", u, ") must equal T (", t, "), or be float32 where T is float16 or bfloat16");
   const int xi = forward ? 0 : 1;
   const partial_shape& x = c.input(xi);
   if (x.rank_known() && (x.rank() < 2 || x.rank() > 5))
@@ -509,7 +513,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> nn_op_defs() {
                      .build());
   // Batch normalization (the header's comment says what it computes).
   auto batch_norm_common = [](op_def_builder b) {
-    return b.attr("T: {float32, float64}")
+    return b.attr("T: {float16, bfloat16, float32, float64}")
         .attr("U: {float32, float64}")
         .attr("epsilon: float = 0.0001")
         .attr("data_format: string = 'NHWC'")

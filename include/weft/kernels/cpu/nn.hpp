@@ -435,8 +435,8 @@ void register_nn_kernels() {
   register_for<nn::kernel<nn::max_pool_grad_relu_grad>::of>(ops::fused_max_pool_grad_relu_grad_op, "T", types{});
   register_for<nn::kernel<nn::avg_pool_grad>::of>("AvgPoolGrad", "T", types{});
   register_for<nn::kernel<nn::dropout>::of>("Dropout", "T", types{});
-  register_for<nn::kernel<nn::fused_batch_norm>::of>("FusedBatchNormV3", "T", type_list<float, double>{});
-  register_for<nn::kernel<nn::fused_batch_norm_grad>::of>("FusedBatchNormGradV3", "T", type_list<float, double>{});
+  register_for<nn::kernel<nn::fused_batch_norm>::of>("FusedBatchNormV3", "T", types{});
+  register_for<nn::kernel<nn::fused_batch_norm_grad>::of>("FusedBatchNormGradV3", "T", types{});
 }
 
 }  // namespace weft::cpu

@@ -48,7 +48,9 @@ struct io {
 
 /// The kernel of Body for dtype T: Body::shapes(ctx) checks the inputs and gives the output
 /// shapes, Body::run<C>(ctx, io) computes into outputs of dtype C = compute_t<T>. For half
-/// types the value inputs are widened to float first and the outputs narrowed after.
+/// types the value inputs of dtype T are widened to float first and the outputs of dtype T
+/// narrowed after (inputs and outputs that are float already, as batch normalization's
+/// statistics of a half x, are read and written as they are).
 template <class Body>
 struct kernel {
   /// The kernel for dtype T.
@@ -62,14 +64,16 @@ struct kernel {
       io v;
       for (int i = 0; i < ctx.num_inputs(); ++i) {
         const tensor& x = ctx.input(i);
-        v.in.push_back((Body::value_mask >> i) & 1u ? widened<T>(ctx, x) : x);
+        v.in.push_back((Body::value_mask >> i) & 1u && x.dtype() == dtype_of<T> ? widened<T>(ctx, x) : x);
       }
+      // Whether output o is narrowed from C after the body.
+      const auto narrowed = [&](std::size_t o) { return is_converted_v<T> && ctx.node().output_dtype(static_cast<int>(o)) == dtype_of<T>; };
       for (std::size_t o = 0; o < shapes.size(); ++o)
-        v.out.push_back(is_converted_v<T> ? tensor(dtype_of<C>, shapes[o]) : ctx.allocate_output(static_cast<int>(o), shapes[o]));
+        v.out.push_back(narrowed(o) ? tensor(dtype_of<C>, shapes[o]) : ctx.allocate_output(static_cast<int>(o), shapes[o]));
       body_.template run<C>(ctx, v);
       if constexpr (is_converted_v<T>)
         for (std::size_t o = 0; o < shapes.size(); ++o)
-          detail::run_convert(ctx, narrow_fn<T>, v.out[o], ctx.allocate_output(static_cast<int>(o), shapes[o]));
+          if (narrowed(o)) detail::run_convert(ctx, narrow_fn<T>, v.out[o], ctx.allocate_output(static_cast<int>(o), shapes[o]));
     }
    private:
     Body body_;
