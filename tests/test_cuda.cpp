@@ -233,7 +233,7 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
     CHECK(kernel_registry::global().missing(sum, "GPU").empty());
   }
   for (const char* op : {"FusedBatchNormV3", "FusedBatchNormGradV3"})
-    CHECK(gpu_dtypes(op).second == std::vector<dtype>{dtype::float32, dtype::float64});
+    CHECK(gpu_dtypes(op).second == std::vector<dtype>{dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64});
   CHECK(gpu_dtypes("AssignAdd").second.size() == 9);  // a counter or a sum kept on the GPU
   CHECK(gpu_dtypes("AssignSub").second.size() == 9);
   CHECK(gpu_dtypes("Cumsum").second.size() == 7);
@@ -636,7 +636,7 @@ TEST_CASE("convolutions, pooling and BiasAdd with their gradients match the CPU 
 }
 
 // Batch normalization's random inputs rarely have matching channel counts: its own case.
-TEST_CASE("FusedBatchNormV3 and FusedBatchNormGradV3 on the GPU match the CPU in training and inference", "[gpu]") {
+TEST_CASE("FusedBatchNormV3 and FusedBatchNormGradV3 on the GPU match the CPU in training and inference, 16-bit x too", "[gpu]") {
   struct bn_case {
     shape x;
     bool training;
@@ -651,7 +651,9 @@ TEST_CASE("FusedBatchNormV3 and FusedBatchNormGradV3 on the GPU match the CPU in
     for (double& e : v) e = std::uniform_real_distribution<double>(lo, hi)(rng);
     return tensor::from_vector(v, sh);
   };
-  for (dtype t : {dtype::float32, dtype::float64}) {
+  // x and y in t; the statistics in u (float32 for a 16-bit t, TensorFlow's mixed precision).
+  for (dtype t : {dtype::float32, dtype::float64, dtype::float16, dtype::bfloat16}) {
+    const dtype u = t == dtype::float64 ? dtype::float64 : dtype::float32;
     for (const auto& c : cases) {
       INFO(t << " x " << c.x << (c.training ? " training, factor " : " inference ") << c.factor);
       const std::int64_t channels = c.x[c.x.rank() - 1];
@@ -663,12 +665,14 @@ TEST_CASE("FusedBatchNormV3 and FusedBatchNormGradV3 on the GPU match the CPU in
       for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
         graph g;
         auto scope = g.device_scope(on_gpu ? "/device:GPU:0" : "");
-        auto cast = [&](const tensor& v) { return g.op("Cast", {g.constant(v).out(0)}, {{"DstT", t}}).out(0); };
-        const attr_map attrs{{"T", t}, {"U", t}, {"epsilon", 0.001}, {"is_training", c.training}};
+        auto cast = [&](const tensor& v, dtype to) { return g.op("Cast", {g.constant(v).out(0)}, {{"DstT", to}}).out(0); };
+        const attr_map attrs{{"T", t}, {"U", u}, {"epsilon", 0.001}, {"is_training", c.training}};
         attr_map forward_attrs = attrs;
         forward_attrs.set("exponential_avg_factor", c.factor);
-        const node& bn = g.op("FusedBatchNormV3", {cast(xv), cast(scale), cast(offset), cast(mean), cast(variance)}, forward_attrs);
-        const node& grad = g.op("FusedBatchNormGradV3", {cast(dyv), cast(xv), cast(scale), bn.out(3), bn.out(4), bn.out(5)}, attrs);
+        const node& bn = g.op("FusedBatchNormV3", {cast(xv, t), cast(scale, u), cast(offset, u), cast(mean, u), cast(variance, u)},
+                              forward_attrs);
+        const node& grad =
+            g.op("FusedBatchNormGradV3", {cast(dyv, t), cast(xv, t), cast(scale, u), bn.out(3), bn.out(4), bn.out(5)}, attrs);
         session_options o;
         if (on_gpu) o.device_count = {{"GPU", 1}};
         session s(g, o);

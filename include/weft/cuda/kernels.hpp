@@ -1227,17 +1227,34 @@ struct gpu_bias_add_grad final : op_kernel {
   std::string format_;
 };
 
-/// The GPU kernel of FusedBatchNormV3 (float32, float64; NHWC), as the CPU's: x seen as
+/// x in dtype `to`, converted on g's compute stream as Cast converts (x itself where it has
+/// that dtype).
+inline tensor converted_on(const gpu_device& g, const tensor& x, dtype to, const node& n) {
+  if (x.dtype() == to) return x;
+  tensor y(to, x.shape(), g.get_allocator());
+  launch::cast_op(cast_elem_of(x.dtype(), n), cast_elem_of(to, n), x.raw_data(), y.raw_data(), x.num_elements(), g.stream());
+  return y;
+}
+/// `from` converted into `to` (of its shape) on g's compute stream, unless they are one tensor.
+inline void converted_into(const gpu_device& g, const tensor& from, tensor& to, const node& n) {
+  if (from.raw_data() == to.raw_data()) return;
+  launch::cast_op(cast_elem_of(from.dtype(), n), cast_elem_of(to.dtype(), n), from.raw_data(), to.raw_data(),
+                  from.num_elements(), g.stream());
+}
+
+/// The GPU kernel of FusedBatchNormV3 (NHWC; x float16, bfloat16, float32 or float64, computed
+/// in the statistics' dtype U: float32 for a 16-bit x), as the CPU's: x seen as
 /// [rows, C]; in training the batch's mean and variance by reductions over the rows (the
 /// variance as the mean of squared differences from the mean), the per-channel values by a
 /// kernel computing in double, then y = x a + b in one pass.
 struct gpu_fused_batch_norm final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_fused_batch_norm(const node& n)
-      : attrs_(n), t_(elem_of(n.output_dtype(0), n)), factor_(n.attr<double>("exponential_avg_factor")) {}
+      : attrs_(n), u_(n.attr<dtype>("U")), t_(elem_of(u_, n)), factor_(n.attr<double>("exponential_avg_factor")) {}
   void compute(kernel_context& ctx) const override {
     using checks = ops::batch_norm_attrs;
-    const tensor x = device_input(ctx, 0);
+    const auto& g = gpu_of(ctx.device());
+    const tensor x = converted_on(g, device_input(ctx, 0), u_, ctx.node());  // a 16-bit x computes in float32 (U)
     const std::int64_t c = checks::channels_of(x);
     const bool may_be_empty = attrs_.training && factor_ == 1.0;
     checks::check_vector(ctx.input(1), c, "scale");
@@ -1246,7 +1263,8 @@ struct gpu_fused_batch_norm final : op_kernel {
     checks::check_vector(ctx.input(4), c, "variance", may_be_empty);
     const tensor scale = device_input(ctx, 1), offset = device_input(ctx, 2), mean = device_input(ctx, 3),
                  variance = device_input(ctx, 4);
-    tensor& y = ctx.allocate_output(0, x.shape());
+    tensor& out = ctx.allocate_output(0, x.shape());
+    tensor y = out.dtype() == u_ ? out : tensor(u_, x.shape(), g.get_allocator());
     launch::batch_norm_forward f;
     f.batch_mean = ctx.allocate_output(1, shape{c}).raw_data();
     f.batch_variance = ctx.allocate_output(2, shape{c}).raw_data();
@@ -1254,7 +1272,6 @@ struct gpu_fused_batch_norm final : op_kernel {
     f.saved_variance = ctx.allocate_output(4, shape{c}).raw_data();
     ctx.allocate_output(5, shape{0});
     if (c == 0) return;
-    const auto& g = gpu_of(ctx.device());
     const std::int64_t rows = x.num_elements() / c;
     const tensor rows_view = x.reshape(shape{rows, c});
     tensor batch_mean, batch_variance, coefficients(x.dtype(), shape{2, c}, g.get_allocator());
@@ -1285,23 +1302,26 @@ struct gpu_fused_batch_norm final : op_kernel {
     f.training = attrs_.training;
     launch::batch_norm_forward_op(t_, f, c, g.stream());
     launch::channel_affine_op(t_, x.raw_data(), f.a, nullptr, nullptr, f.b, y.raw_data(), rows, c, g.stream());
+    converted_into(g, y, out, ctx.node());
     launched("FusedBatchNormV3");
   }
  private:
   ops::batch_norm_attrs attrs_;
+  dtype u_;  ///< what it computes in: the statistics' dtype
   launch::elem t_;
   double factor_;
 };
 
-/// The GPU kernel of FusedBatchNormGradV3 (float32, float64; NHWC), as the CPU's: the sums
+/// The GPU kernel of FusedBatchNormGradV3 (NHWC; the dtypes of FusedBatchNormV3's), as the CPU's: the sums
 /// of dy and of dy (x - mean) per channel by reductions, the gradients of scale and offset
 /// and the coefficients of x_backprop = dy p + x q + s by a kernel in double, then one pass.
 struct gpu_fused_batch_norm_grad final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_fused_batch_norm_grad(const node& n) : attrs_(n), t_(elem_of(n.output_dtype(0), n)) {}
+  explicit gpu_fused_batch_norm_grad(const node& n) : attrs_(n), u_(n.attr<dtype>("U")), t_(elem_of(u_, n)) {}
   void compute(kernel_context& ctx) const override {
     using checks = ops::batch_norm_attrs;
-    const tensor dy = device_input(ctx, 0), x = device_input(ctx, 1);
+    const auto& g = gpu_of(ctx.device());
+    const tensor dy = converted_on(g, device_input(ctx, 0), u_, ctx.node()), x = converted_on(g, device_input(ctx, 1), u_, ctx.node());
     const std::int64_t c = checks::channels_of(x);
     if (dy.shape() != x.shape())
       fail(error_code::invalid_argument, "y_backprop ", dy.shape(), " and x ", x.shape(), " differ in shape");
@@ -1309,14 +1329,14 @@ struct gpu_fused_batch_norm_grad final : op_kernel {
     checks::check_vector(ctx.input(3), c, "reserve_space_1 (the mean)");
     checks::check_vector(ctx.input(4), c, "reserve_space_2 (the variance)");
     const tensor scale = device_input(ctx, 2), mean = device_input(ctx, 3), variance = device_input(ctx, 4);
-    tensor& dx = ctx.allocate_output(0, x.shape());
+    tensor& out = ctx.allocate_output(0, x.shape());
+    tensor dx = out.dtype() == u_ ? out : tensor(u_, x.shape(), g.get_allocator());
     launch::batch_norm_backward b;
     b.scale_backprop = ctx.allocate_output(1, shape{c}).raw_data();
     b.offset_backprop = ctx.allocate_output(2, shape{c}).raw_data();
     ctx.allocate_output(3, shape{0});
     ctx.allocate_output(4, shape{0});
     if (c == 0) return;
-    const auto& g = gpu_of(ctx.device());
     const std::int64_t rows = x.num_elements() / c;
     const shape rows_shape{rows, c}, channels{c};
     tensor sum_dy, sum_dy_centered, coefficients(x.dtype(), shape{3, c}, g.get_allocator());
@@ -1343,10 +1363,12 @@ struct gpu_fused_batch_norm_grad final : op_kernel {
     b.training = attrs_.training;
     launch::batch_norm_backward_op(t_, b, c, g.stream());
     launch::channel_affine_op(t_, dy.raw_data(), b.p, x.raw_data(), b.q, b.s, dx.raw_data(), rows, c, g.stream());
+    converted_into(g, dx, out, ctx.node());
     launched("FusedBatchNormGradV3");
   }
  private:
   ops::batch_norm_attrs attrs_;
+  dtype u_;  ///< what it computes in: the statistics' dtype
   launch::elem t_;
 };
 
@@ -2484,8 +2506,8 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<with_host_inputs<cpu::accumulator_push_kernel, 0>>("AccumulatorPush");
     register_gpu_kernel<with_host_inputs<cpu::accumulator_pop_kernel, 0>>("AccumulatorPop");
     register_gpu_kernel<with_inputs_in<cpu::assign_kernel, memory_space::device, 1>>("Assign");
-    register_gpu_kernel_for<gpu_fused_batch_norm>("FusedBatchNormV3", "T", {dtype::float32, dtype::float64});
-    register_gpu_kernel_for<gpu_fused_batch_norm_grad>("FusedBatchNormGradV3", "T", {dtype::float32, dtype::float64});
+    register_gpu_kernel_for<gpu_fused_batch_norm>("FusedBatchNormV3", "T", floats);
+    register_gpu_kernel_for<gpu_fused_batch_norm_grad>("FusedBatchNormGradV3", "T", floats);
     register_gpu_kernel_for<gpu_assign_update<true>>("AssignAdd", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_assign_update<false>>("AssignSub", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_unary<U::neg>>("Neg", "T", and_complex(signed_numbers));
