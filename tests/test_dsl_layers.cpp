@@ -662,6 +662,47 @@ TEST_CASE("layers: FusedBatchNormV3 of float16 and bfloat16 with float32 statist
                     Catch::Contains("U (float64) must equal T (float16), or be float32 where T is float16 or bfloat16"));
 }
 
+TEST_CASE("layers: batch_norm of float16 and bfloat16 keeps float variables and equals float's layer, rounded", "[dsl][layers]") {
+  constexpr int C = 3;
+  auto x = placeholder<float>("x", dims<dyn, C>);
+  L::batch_norm<float, C> full("bn_full", {.momentum = 0.5, .epsilon = 1e-2});
+  L::batch_norm<half, C> h("bn_half", {.momentum = 0.5, .epsilon = 1e-2});
+  L::batch_norm<bfloat16, C> b("bn_bf16", {.momentum = 0.5, .epsilon = 1e-2});
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(h.gamma())>, float>);
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(b.moving_mean())>, float>);
+  auto y_full = full(x, L::training);
+  auto y_half = h(cast<half>(x), L::training);
+  auto y_bf16 = b(cast<bfloat16>(x), L::training);
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(y_bf16)>, bfloat16>);
+  // The gradient of gamma (float) through a 16-bit y.
+  auto dg_full = grad(reduce_sum(y_full * y_full), full.gamma());
+  auto dg_bf16 = grad(reduce_sum(cast<float>(y_bf16) * cast<float>(y_bf16)), b.gamma());
+  client_session s;
+  s.initialize(y_full, y_half, y_bf16);
+  s.run(targets(assign(full.gamma(), constant(std::vector<float>{1.5f, 0.5f, -1}, dims<C>)),
+                assign(h.gamma(), constant(std::vector<float>{1.5f, 0.5f, -1}, dims<C>)),
+                assign(b.gamma(), constant(std::vector<float>{1.5f, 0.5f, -1}, dims<C>))));
+  std::vector<float> xv(6 * C);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(static_cast<int>(i * 5 % 13) - 6) * 0.25f;  // exact in 16 bits
+  auto fx = feed(x, xv, shape{6, C});
+  auto [yf, yh, yb, gf, gb] = s.run(fetch(y_full, cast<float>(y_half), cast<float>(y_bf16), dg_full, dg_bf16), fx);
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    INFO("element " << i);
+    const float want = yf.to_vector()[i];
+    CHECK(yh.to_vector()[i] == static_cast<float>(half(want)));  // computed in float, rounded once
+    CHECK(yb.to_vector()[i] == static_cast<float>(bfloat16(want)));
+  }
+  for (std::size_t k = 0; k < C; ++k) CHECK(gb.to_vector()[k] == Approx(gf.to_vector()[k]).epsilon(2e-2));
+  // The moving averages are float and moved alike: the same statistics, bit for bit.
+  auto [mf, mh, mb, vf, vh, vb] =
+      s.run(fetch(full.moving_mean(), h.moving_mean(), b.moving_mean(), full.moving_variance(), h.moving_variance(), b.moving_variance()));
+  CHECK(mh.to_vector() == mf.to_vector());
+  CHECK(mb.to_vector() == mf.to_vector());
+  CHECK(vh.to_vector() == vf.to_vector());
+  CHECK(vb.to_vector() == vf.to_vector());
+  CHECK(mf.to_vector() != std::vector<float>(C, 0.0f));
+}
+
 TEST_CASE("layers: a session's checkpoint holds the layers' variables, and another session restores them", "[dsl][layers]") {
   auto x = placeholder<float>("x", dims<dyn, 4>);
   L::dense<float, 4, 3> fc("fc", {.kernel = L::glorot_uniform(6, 1)});

@@ -434,14 +434,17 @@ struct after_updates_op {
 
 /// batch_norm<T, C>: x [..., C] (channels last) normalized per channel, then scaled by gamma
 /// and shifted by beta (Keras's BatchNormalization over the last axis, fused:
-/// FusedBatchNormV3). bn(x, layers::training) uses the batch's statistics and, each time it
+/// FusedBatchNormV3). T is float16, bfloat16, float or double; a 16-bit T keeps its
+/// variables in float (Keras's mixed precision policy). bn(x, layers::training) uses the batch's statistics and, each time it
 /// runs, moves moving_mean and moving_variance toward them; bn(x, layers::inference) uses
 /// the moving ones. variables() are gamma and beta (trained); moving_variables() the two
 /// averages (saved, not trained).
 template <element T, std::int64_t C = dyn>
 class batch_norm {
  public:
-  using vector_type = variable_expr<T, static_shape<C>>;  ///< a per-channel variable, [C]
+  /// The variables' dtype: T, or float for a float16 or bfloat16 x (mixed precision).
+  using statistics_type = batch_norm_statistics_t<T>;
+  using vector_type = variable_expr<statistics_type, static_shape<C>>;  ///< a per-channel variable, [C]
 
   /// A static channel count: batch_norm<float, 32>("bn1").
   explicit batch_norm(std::string name, batch_norm_options options = {})
@@ -500,7 +503,7 @@ class batch_norm {
  private:
   vector_type make(const char* what, double start) const {
     return detail::in_scope(name_, [&] {
-      return detail::make_variable<T, static_shape<C>>(what, shape{c_}, constant_initializer(start), c_, c_);
+      return detail::make_variable<statistics_type, static_shape<C>>(what, shape{c_}, constant_initializer(start), c_, c_);
     });
   }
   std::string name_;

@@ -47,7 +47,9 @@ WEFT_DETAIL_DIM_CHECK(window_count, "weft::conv2d/pool: strides, window and dila
 WEFT_DETAIL_DIM_CHECK(window_too_large, "weft::conv2d/pool: with VALID padding the window is larger than the input");
 WEFT_DETAIL_DIM_CHECK(pool_rank, "weft::max_pool/avg_pool: the input must have rank 4 (NHWC)");
 WEFT_DETAIL_DIM_CHECK(dropout_rate_rank, "weft::dropout: the rate must be a scalar");
-WEFT_DETAIL_SUPPORT_CHECK(batch_norm_dtype, "weft::fused_batch_norm: the dtype must be float or double");
+WEFT_DETAIL_SUPPORT_CHECK(batch_norm_dtype, "weft::fused_batch_norm: x's dtype must be float16, bfloat16, float or double");
+WEFT_DETAIL_TYPE_CHECK(batch_norm_statistics_dtype,
+                       "weft::fused_batch_norm: scale, offset, mean and variance must have x's dtype, or float where x is float16 or bfloat16");
 WEFT_DETAIL_DIM_CHECK(batch_norm_rank, "weft::fused_batch_norm: x must have rank 2 to 5 (channels last), the others rank 1");
 WEFT_DETAIL_DIM_CHECK(batch_norm_channels, "weft::fused_batch_norm: a per-channel input's length differs from x's channels");
 }  // namespace check
@@ -327,7 +329,9 @@ auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) 
 }
 
 /// fused_batch_norm(x, scale, offset, mean, variance, {training, epsilon, factor}):
-/// TensorFlow's FusedBatchNormV3 (ops/nn_ops.hpp), channels last. Returns {y, batch_mean,
+/// TensorFlow's FusedBatchNormV3 (ops/nn_ops.hpp), channels last; x float16, bfloat16,
+/// float or double, the four vectors of x's dtype or, for a 16-bit x, float
+/// (batch_norm_statistics_t: TensorFlow's mixed precision). Returns {y, batch_mean,
 /// batch_variance} (one node): in training, y normalized by the batch's statistics and the
 /// moving averages (1 - factor) mean + factor batch_mean (variance alike, Bessel-corrected);
 /// in inference, y normalized by mean and variance. Its gradient reaches x, scale and
@@ -337,6 +341,10 @@ struct batch_norm_options {
   double epsilon = 1e-3;  ///< added to the variance
   double factor = 1.0;  ///< exponential_avg_factor: 1 - momentum
 };
+/// The dtype of batch normalization's scale, offset and statistics for an x of dtype T:
+/// float for the 16-bit floats (TensorFlow's mixed precision), else T.
+template <class T>
+using batch_norm_statistics_t = std::conditional_t<std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, float, T>;
 /// What fused_batch_norm returns.
 template <class Y, class M>
 struct batch_norm_result {
@@ -349,12 +357,13 @@ template <expression X, expression S, expression O, expression M, expression V>
 auto fused_batch_norm(const X& x, const S& scale, const O& offset, const M& mean, const V& variance,
                       batch_norm_options options = {}) {
   using T = value_type_of<X>;
+  using U = batch_norm_statistics_t<T>;
   using SX = shape_of<X>;
-  (void)check::batch_norm_dtype<T, std::is_same_v<T, float> || std::is_same_v<T, double>>::value;
-  (void)check::nn_dtypes<T, value_type_of<S>>::value;
-  (void)check::nn_dtypes<T, value_type_of<O>>::value;
-  (void)check::nn_dtypes<T, value_type_of<M>>::value;
-  (void)check::nn_dtypes<T, value_type_of<V>>::value;
+  (void)check::batch_norm_dtype<T, detail::nn_float<T>>::value;
+  (void)check::batch_norm_statistics_dtype<U, value_type_of<S>>::value;
+  (void)check::batch_norm_statistics_dtype<U, value_type_of<O>>::value;
+  (void)check::batch_norm_statistics_dtype<U, value_type_of<M>>::value;
+  (void)check::batch_norm_statistics_dtype<U, value_type_of<V>>::value;
   constexpr bool ranks = SX::rank >= 2 && SX::rank <= 5 && shape_of<S>::rank == 1 && shape_of<O>::rank == 1 &&
                          shape_of<M>::rank == 1 && shape_of<V>::rank == 1;
   (void)check::batch_norm_rank<ranks ? 1 : 0, 1>::value;
@@ -368,7 +377,7 @@ auto fused_batch_norm(const X& x, const S& scale, const O& offset, const M& mean
                  {"is_training", options.training}};
   auto port = [&](int p) { return detail::nn_op{"FusedBatchNormV3", attrs, &detail::batch_norm_kernels<T>, p}; };
   using Y = op_expr<detail::nn_op, T, SX, X, S, O, M, V>;
-  using Stat = op_expr<detail::nn_op, T, static_shape<c>, X, S, O, M, V>;
+  using Stat = op_expr<detail::nn_op, U, static_shape<c>, X, S, O, M, V>;
   return batch_norm_result<Y, Stat>{Y(port(0), x, scale, offset, mean, variance), Stat(port(1), x, scale, offset, mean, variance),
                                     Stat(port(2), x, scale, offset, mean, variance)};
 }
