@@ -203,13 +203,13 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
   // The elementwise arithmetic of complex numbers, as the CPU's kernels compute it; the
   // ordered ops (Abs, Relu, Maximum, Greater, ...) take no complex numbers on either device.
   for (const char* op : {"Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Tanh", "Sigmoid", "Add", "Sub", "Mul", "Div", "Pow",
-                         "Equal", "NotEqual"})
+                         "Equal", "NotEqual", "Sum", "Mean", "Prod"})
     for (dtype t : {dtype::complex64, dtype::complex128}) {
       INFO(op << " " << t);
       CHECK(kernel_registry::global().has(op, "GPU", {"T", t}));
       CHECK(kernel_registry::global().has(op, "CPU", {"T", t}));
     }
-  for (const char* op : {"Abs", "Relu", "Maximum", "Greater"}) CHECK_FALSE(kernel_registry::global().has(op, "GPU", {"T", dtype::complex64}));
+  for (const char* op : {"Abs", "Relu", "Maximum", "Greater", "Max", "Min"}) CHECK_FALSE(kernel_registry::global().has(op, "GPU", {"T", dtype::complex64}));
   // A Fused node whose expression has no GPU code (Select) is refused when it is placed (soft
   // placement runs it on the CPU), not when its kernel is built.
   {
@@ -691,7 +691,7 @@ TEST_CASE("FusedBatchNormV3 and FusedBatchNormGradV3 on the GPU match the CPU in
 
 // A long reduced run against few outputs is split across threads and joined by a second
 // kernel (launch::reduce_splits): BiasAddGrad over a LeNet-sized batch, a whole-tensor sum.
-TEST_CASE("long reductions against few outputs, split across threads, match the CPU", "[gpu]") {
+TEST_CASE("long reductions against few outputs, split across threads, match the CPU, complex sums too", "[gpu]") {
   struct reduction_case {
     shape x;
     std::vector<std::int32_t> axes;
@@ -699,13 +699,19 @@ TEST_CASE("long reductions against few outputs, split across threads, match the 
   const std::vector<reduction_case> cases{{{64, 28, 28, 16}, {0, 1, 2}}, {{1 << 20}, {0}}, {{3, 5000}, {1}},
                                          {{2, 4099, 3}, {1}}, {{4099, 2}, {0}}};
   std::mt19937 rng(11);
-  for (dtype t : {dtype::float32, dtype::float64, dtype::float16, dtype::int32, dtype::int64}) {
+  for (dtype t : {dtype::float32, dtype::float64, dtype::float16, dtype::int32, dtype::int64, dtype::complex64, dtype::complex128}) {
     for (const auto& c : cases) {
       std::vector<double> v(static_cast<std::size_t>(c.x.num_elements()));
-      for (double& e : v) e = is_floating(t) ? std::uniform_real_distribution<double>(-1, 1)(rng) : double(rng() % 7) - 3;
-      const tensor xv = tensor::from_vector(v, c.x);
+      for (double& e : v) e = is_floating(t) || is_complex(t) ? std::uniform_real_distribution<double>(-1, 1)(rng) : double(rng() % 7) - 3;
+      tensor xv = tensor::from_vector(v, c.x);
+      if (is_complex(t)) {  // imaginary parts of their own
+        std::vector<complex128> z;
+        for (std::size_t i = 0; i < v.size(); ++i) z.emplace_back(v[i], v[(i * 7 + 3) % v.size()]);
+        xv = tensor::from_vector(z).reshape(c.x);
+      }
       for (const char* op : {"Sum", "Mean", "Max", "Min", "L2Loss", "BiasAddGrad"}) {
         if ((std::string(op) == "L2Loss" || std::string(op) == "BiasAddGrad") && !is_floating(t)) continue;
+        if ((std::string(op) == "Max" || std::string(op) == "Min") && is_complex(t)) continue;  // not ordered
         if (std::string(op) == "BiasAddGrad" && c.x.rank() < 2) continue;
         INFO(op << " " << t << " of " << c.x);
         std::vector<tensor> results[2];

@@ -656,7 +656,11 @@ inline tensor reduce_axes(const gpu_device& g, launch::reduction op, launch::ele
 template <launch::reduction Op>
 struct gpu_reduce final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_reduce(const node& n) : t_(elem_of(n.output_dtype(0), n)), keep_dims_(n.attr<bool>("keep_dims")) {}
+  explicit gpu_reduce(const node& n) : t_(arithmetic_elem_of(n.output_dtype(0), n)), keep_dims_(n.attr<bool>("keep_dims")) {
+    if (is_complex(n.output_dtype(0)) && Op != launch::reduction::sum && Op != launch::reduction::mean &&
+        Op != launch::reduction::prod)
+      fail(error_code::unimplemented, n.op(), " of complex numbers is not computed on the GPU");
+  }
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
     if (ctx.input(1).rank() > 1)
@@ -681,7 +685,7 @@ struct gpu_reduce final : op_kernel {
     if constexpr (Op == launch::reduction::mean) {
       // An integer mean in passes would round toward zero at each pass: with reduced dims
       // apart, move them last first, so one pass divides the exact sum once.
-      if (!is_floating(x.dtype())) {
+      if (!is_floating(x.dtype()) && !is_complex(x.dtype())) {
         std::vector<int> perm;
         for (int d = 0; d < x.rank(); ++d)
           if (!reduced[static_cast<std::size_t>(d)]) perm.push_back(d);
@@ -2545,11 +2549,11 @@ inline bool register_gpu_kernels() {
                                        dtype::uint64, dtype::boolean, dtype::complex64, dtype::complex128});
     register_gpu_kernel_for<gpu_fill>("Fill", "T", everything);
     register_gpu_kernel_for<gpu_broadcast_to>("BroadcastTo", "T", everything);
-    register_gpu_kernel_for<gpu_reduce<launch::reduction::sum>>("Sum", "T", numbers);
-    register_gpu_kernel_for<gpu_reduce<launch::reduction::mean>>("Mean", "T", numbers);
+    register_gpu_kernel_for<gpu_reduce<launch::reduction::sum>>("Sum", "T", and_complex(numbers));
+    register_gpu_kernel_for<gpu_reduce<launch::reduction::mean>>("Mean", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_scan<launch::reduction::sum>>("Cumsum", "T", numbers);
     register_gpu_kernel_for<gpu_scan<launch::reduction::prod>>("Cumprod", "T", numbers);
-    register_gpu_kernel_for<gpu_reduce<launch::reduction::prod>>("Prod", "T", numbers);
+    register_gpu_kernel_for<gpu_reduce<launch::reduction::prod>>("Prod", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_reduce<launch::reduction::max>>("Max", "T", numbers);
     register_gpu_kernel_for<gpu_reduce<launch::reduction::min>>("Min", "T", numbers);
     register_gpu_kernel_for<gpu_arg_reduce<true>>("ArgMax", "T", numbers);

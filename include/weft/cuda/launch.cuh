@@ -310,6 +310,7 @@ __device__ __forceinline__ A identity() {
 // The mean of `count` elements summing to `sum`: NaN of none (0 for integers).
 template <class A>
 __device__ __forceinline__ A mean_of(A sum, std::int64_t count) {
+  if constexpr (is_std_complex<A>) return sum / A(static_cast<typename A::value_type>(count));  // none: 0 / 0, as the CPU
   if (count == 0) {
     if constexpr (std::is_integral_v<A>) return A(0);
     else return A(NAN);
@@ -325,10 +326,16 @@ using accumulate_t = std::conditional_t<std::is_integral_v<T> && Op != reduction
 
 // One block per output row of the inner == 1 case: its threads stride over the row, then
 // combine in shared memory.
+// Shared memory of `threads` accumulators, as raw storage (a __shared__ array of a class
+// with a constructor, as complex numbers, is not allowed).
+#define WEFT_SHARED_ACCUMULATORS(A, name)                           \
+  __shared__ alignas(A) unsigned char name##_raw[threads * sizeof(A)]; \
+  A* name = reinterpret_cast<A*>(name##_raw)
+
 template <reduction Op, class T>
 __global__ void reduce_rows_kernel(const T* x, T* y, std::int64_t outer, std::int64_t reduce) {
   using A = accumulate_t<Op, T>;
-  __shared__ A partial[threads];
+  WEFT_SHARED_ACCUMULATORS(A, partial);
   for (std::int64_t row = blockIdx.x; row < outer; row += gridDim.x) {
     A acc = identity<Op, A>();
     for (std::int64_t r = threadIdx.x; r < reduce; r += blockDim.x) acc = combine<Op>(acc, term<Op>(A(load(x[row * reduce + r]))));
@@ -385,7 +392,7 @@ template <reduction Op, class T>
 __global__ void reduce_split_rows_kernel(const T* x, accumulate_t<Op, T>* partial, std::int64_t outer, std::int64_t reduce,
                                          std::int64_t splits, std::int64_t chunk) {
   using A = accumulate_t<Op, T>;
-  __shared__ A shared[threads];
+  WEFT_SHARED_ACCUMULATORS(A, shared);
   for (std::int64_t part = blockIdx.x; part < outer * splits; part += gridDim.x) {
     const std::int64_t o = part / splits, s = part - o * splits;
     const std::int64_t r0 = s * chunk, r1 = r0 + chunk < reduce ? r0 + chunk : reduce;
@@ -1111,10 +1118,11 @@ void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer,
   const std::int64_t splits = reduce_splits(outer, reduce, inner);
   auto run = [&](auto op_tag) {
     constexpr reduction Op = decltype(op_tag)::value;
-    dispatch(t, [&](auto v) {
+    dispatch_arithmetic(t, [&](auto v) {
       using T = decltype(v);
       using A = accumulate_t<Op, T>;
       if constexpr (std::is_same_v<T, bool>) return;
+      else if constexpr (is_std_complex<T> && Op != reduction::sum && Op != reduction::mean && Op != reduction::prod) return;
       else if (splits > 1 && scratch) {
         A* partial = static_cast<A*>(scratch);
         const std::int64_t chunk = (reduce + splits - 1) / splits;

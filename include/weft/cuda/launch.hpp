@@ -143,10 +143,11 @@ inline std::int64_t reduce_splits(std::int64_t outer, std::int64_t reduce, std::
 /// The scratch bytes reduce_op needs (the split parts' partial results, 8 bytes each).
 inline std::size_t reduce_scratch_bytes(std::int64_t outer, std::int64_t reduce, std::int64_t inner) {
   const std::int64_t s = reduce_splits(outer, reduce, inner);
-  return s > 1 ? static_cast<std::size_t>(outer * s * inner) * 8 : 0;
+  return s > 1 ? static_cast<std::size_t>(outer * s * inner) * 16 : 0;  // the widest accumulator: complex128
 }
 /// y[o, i] = the reduction of x[o, :, i] ([outer, reduce, inner]); `scratch` holds
-/// reduce_scratch_bytes(outer, reduce, inner) bytes of device memory.
+/// reduce_scratch_bytes(outer, reduce, inner) bytes of device memory. Complex elements (c64,
+/// c128): sum, mean and prod.
 void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t reduce,
                std::int64_t inner, void* scratch, cudaStream_t stream);
 /// Cumsum (op sum) and Cumprod (op prod) along the middle dim of [outer, n, inner]: a thread
