@@ -285,17 +285,21 @@ TEST_CASE("control-flow gradients: a branch in a loop and a loop in a branch", "
 TEST_CASE("control-flow gradients: clear errors", "[control][grad]") {
   graph g;
   auto x = g.placeholder(dtype::float64, partial_shape(std::vector<std::int64_t>{}), "x");
-  output inside{};
+  output inside{}, inside_sum{};
   auto out = while_loop(
       g, {i64(g, 0), x},
       [&](loop_scope& s, const std::vector<output>& v) { return op(g, "Less", {v[0], s.invariant(i64(g, 3))}); },
       [&](loop_scope& s, const std::vector<output>& v) {
         inside = op(g, "Square", {v[1]});
-        return outs({op(g, "Add", {v[0], s.invariant(i64(g, 1))}), op(g, "Add", {inside, v[1]})});
+        inside_sum = op(g, "Add", {inside, v[1]});
+        return outs({op(g, "Add", {v[0], s.invariant(i64(g, 1))}), inside_sum});
       },
       while_options{"lp", 10, -1});
   require_error([&] { add_gradients(g, {out[1]}, {inside}); }, {"is inside a loop", "(Square)", "differentiate with respect to a value outside it"});
   require_error([&] { add_gradients(g, {inside}, {x}); }, {"is inside a loop", "(Square)", "leaves it through an Exit"});
+  // Both inside one body: an iteration's gradient, which only the DSL's grad builds there.
+  require_error([&] { add_gradients(g, {inside_sum}, {inside}); },
+                {"(Add) and the xs are inside a loop", "the DSL's grad inside a while_loop body takes the gradient of each iteration"});
 }
 
 TEST_CASE("loop gradients: a loop variable with no Exit still carries its gradient back", "[control][grad]") {

@@ -454,3 +454,35 @@ TEST_CASE("dsl control flow: scan without an initializer starts from the first e
   REQUIRE_THROWS_WITH(s.run(products, feed(x, tensor_of<double, 2>(std::vector<double>{}, {0, 2}))),
                       Catch::Contains("(GatherNd)") && Catch::Contains("is not in shape [0,2]"));
 }
+
+TEST_CASE("dsl control flow: grad inside a while_loop body is each iteration's gradient (gradient descent in a loop)", "[dsl][control][grad]") {
+  // w <- w - lr * d/dw sum(a (w - c)^2), from w = 0: w_n = c (1 - (1 - 2 a lr)^n), by hand.
+  auto c = placeholder<double>("c", dims<3>);
+  auto n = placeholder<int>("n", dims<>);
+  auto a = variable<double>("a", dims<>, 1.5);  // read inside the loop: it enters as an invariant
+  auto out = while_loop([&](auto i, auto) { return i < n; },
+                        [&](auto i, auto w) {
+                          auto loss = reduce_sum(a * square(w - c));
+                          return hana::make_tuple(i + 1, w - grad(loss, w) * 0.1);
+                        },
+                        hana::make_tuple(constant(0), zeros<double>(dims<3>)));
+  // Newton's method for sqrt(s) in a loop, the derivative by grad: x <- x - (x^2 - s) / (2x).
+  auto s2 = placeholder<double>("s2", dims<2>);
+  auto newton = while_loop([&](auto i, auto) { return i < 6; },
+                           [&](auto i, auto x) {
+                             auto f = identity(square(x) - s2);
+                             return hana::make_tuple(i + 1, x - f / grad(reduce_sum(f), x));
+                           },
+                           hana::make_tuple(constant(0), constant(std::vector<double>{1.0, 1.0}, dims<2>)));
+  client_session s;
+  s.initialize(hana::at_c<1>(out));
+  const std::vector<double> cv{1.0, -2.0, 0.5};
+  for (int nv : {0, 1, 4, 30}) {
+    INFO("n = " << nv);
+    const auto w = s.run(hana::at_c<1>(out), feed(c, tensor_of<double, 1>(cv, {3})), feed(n, nv)).to_vector();
+    for (std::size_t k = 0; k < 3; ++k) CHECK(w[k] == Approx(cv[k] * (1 - std::pow(1 - 2 * 1.5 * 0.1, nv))).margin(1e-12));
+  }
+  const auto roots = s.run(hana::at_c<1>(newton), feed(s2, tensor_of<double, 1>(std::vector<double>{2.0, 9.0}, {2}))).to_vector();
+  CHECK(roots[0] == Approx(std::sqrt(2.0)).epsilon(1e-12));
+  CHECK(roots[1] == Approx(3.0).epsilon(1e-9));
+}

@@ -7687,6 +7687,10 @@ class gradient_builder {
   /// The graph itself, where the builder can add loops (the gradient of a while loop); null
   /// where it cannot.
   virtual graph* mutable_graph() { return nullptr; }
+  /// Whether the nodes it adds land in the frame of the loop body it builds in (a DSL
+  /// lowering inside a while_loop's body: constants take the body's pivot, outer values
+  /// enter), so that a gradient of values inside one loop iteration can be taken there.
+  virtual bool builds_in_loop_body() const { return false; }
 };
 
 /// A tensor of the graph being extended, with the arithmetic gradient rules use.
@@ -8372,6 +8376,9 @@ struct gradient_pass {
   std::map<int, int> added_forward;  ///< nodes the pass added to forward loops that the gradient reads: their frame
 
   std::string callers_device;  ///< the device scope add_gradients was called in
+  /// The frame the gradient is taken in: 0 (the root), or the frame of a loop body whose
+  /// iteration holds every x and y (a gradient per iteration, built inside the body).
+  int root_frame = 0;
 
   explicit gradient_pass(gradient_builder& b) : base(b), g(b.target()), n(g.size()), frames(passes::find_frames(g, false)) {
     if (const graph* target = b.mutable_graph()) callers_device = target->current_device_scope();
@@ -8423,7 +8430,7 @@ WEFT_DETAIL_RUNTIME_INLINE output frame_context::bring(output o) {
     return o;  // a node of the gradient: made in this frame
   }
   if (!parent_) {
-    if (f != 0)
+    if (f != pass_.root_frame)
       fail(error_code::internal, "weft::add_gradients: ", target().at(o).describe(), " of a loop is used outside it");
     return o;
   }
@@ -8487,10 +8494,19 @@ WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::differentiate_node(frame_context&
 
 #ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
 WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::sweep(frame_context& ctx, int f) {
-  const std::vector<char>* structure = f == 0 ? nullptr : &loop(f).structure;
+  // In the frame the gradient is taken in (the root, or a loop body being built, whose loop
+  // is not closed yet), the loop's own Enter, Exit, NextIteration and LoopCond are no units:
+  // an iteration's gradient stops at its loop variables. (A cond's Switch and Merge in the
+  // body are units, as at the root.)
+  const bool in_body = f != 0 && f == root_frame;
+  const std::vector<char>* structure = f == root_frame ? nullptr : &loop(f).structure;
   // Units: a node of f as its id, a loop nested in f as -(frame) - 1.
   auto unit_of = [&](int id) -> std::optional<int> {
     if (structure && (*structure)[static_cast<std::size_t>(id)]) return std::nullopt;
+    if (in_body && frames.of(id) == f && frames.child(id) < 0) {
+      const flow k = g.at(id).def().control;
+      if (k == flow::enter || k == flow::exit || k == flow::next_iteration || k == flow::loop_cond) return std::nullopt;
+    }
     const int c = frames.child(id);
     if (c >= 0) return frames.info(c).parent == f ? std::optional<int>(-c - 1) : std::nullopt;
     const int of = frames.of(id);
@@ -8669,14 +8685,28 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(gradient_builder& b
     fail(error_code::invalid_argument, "weft::add_gradients: ", dys.size(), " output gradients for ", ys.size(), " outputs");
   detail::gradient_pass pass(b);
   const int n = pass.n;
-  for (const auto& x : xs)
-    if (pass.frames.out_frame(g.at(x).id()) != 0)  // g.at names a bad id
-      fail(error_code::invalid_argument, "weft::add_gradients: ", g.at(x).describe(),
-           " is inside a loop; differentiate with respect to a value outside it");
-  for (const auto& y : ys)
-    if (pass.frames.out_frame(g.at(y).id()) != 0)
-      fail(error_code::invalid_argument, "weft::add_gradients: ", g.at(y).describe(),
-           " is inside a loop; differentiate a value that leaves it through an Exit");
+  // Every x and y inside one loop body: the gradient of an iteration, built in that body
+  // (where the builder can put nodes there: the DSL's grad inside a while_loop body).
+  const int inner = ys.empty() ? 0 : pass.frames.out_frame(g.at(ys[0]).id());
+  bool one_body = inner != 0;
+  for (const auto& o : ys) one_body = one_body && pass.frames.out_frame(g.at(o).id()) == inner;
+  for (const auto& o : xs) one_body = one_body && pass.frames.out_frame(g.at(o).id()) == inner;
+  if (one_body && !b.builds_in_loop_body())
+    fail(error_code::invalid_argument, "weft::add_gradients: ", g.at(ys[0]).describe(),
+         " and the xs are inside a loop; on a graph built op by op, differentiate values outside it (the DSL's grad "
+         "inside a while_loop body takes the gradient of each iteration)");
+  if (one_body) {
+    pass.root_frame = inner;
+  } else {
+    for (const auto& x : xs)
+      if (pass.frames.out_frame(g.at(x).id()) != 0)  // g.at names a bad id
+        fail(error_code::invalid_argument, "weft::add_gradients: ", g.at(x).describe(),
+             " is inside a loop; differentiate with respect to a value outside it");
+    for (const auto& y : ys)
+      if (pass.frames.out_frame(g.at(y).id()) != 0)
+        fail(error_code::invalid_argument, "weft::add_gradients: ", g.at(y).describe(),
+             " is inside a loop; differentiate a value that leaves it through an Exit");
+  }
   // Nodes that depend on an x, and among them those some y depends on. Ids are
   // topological but for a loop's back edges, hence the passes until nothing changes.
   auto& from_x = pass.from_x;
@@ -8704,6 +8734,11 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(gradient_builder& b
           if (!to_y[static_cast<std::size_t>(in.node)]) to_y[static_cast<std::size_t>(in.node)] = 1, changed = true;
   }
 
+  if (pass.root_frame != 0)
+    for (int id = 0; id < n; ++id)
+      if (pass.on_path(id) && pass.frames.of(id) != pass.root_frame)
+        fail(error_code::unimplemented, "weft::add_gradients: the gradient inside a loop body reaches ", g.at(id).describe(),
+             ", of a loop nested in the body; an iteration's gradient through a nested loop is not built yet");
   detail::frame_context root(pass, b);
   for (std::size_t i = 0; i < ys.size(); ++i) {
     symbol y(root.symbols(), ys[i]);
@@ -8715,7 +8750,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(gradient_builder& b
     const bool scalar = y.shape().rank_known() && y.shape().rank() == 0;
     pass.pending[ys[i]].push_back(!dys.empty() && dys[i] ? symbol(root.symbols(), *dys[i]) : scalar ? y.scalar(1.0) : ones_like(y));
   }
-  pass.sweep(root, 0);
+  pass.sweep(root, pass.root_frame);
   std::vector<output> result;
   for (const auto& x : xs) {
     auto s = pass.total(x);
@@ -33946,6 +33981,8 @@ class lowering_gradient_builder final : public gradient_builder {
     return cx_.add(op, std::move(inputs), std::move(attrs), scope_);
   }
   graph* mutable_graph() override { return &cx_.target(); }  ///< the backward loop of a while loop
+  /// A lowering inside a loop's body (or a branch) adds its nodes there (dsl/expr.hpp).
+  bool builds_in_loop_body() const override { return cx_.parent() != nullptr; }
   lowering& target_lowering() const noexcept { return cx_; }
   const scope_info* scope() const noexcept { return scope_; }
 

@@ -123,6 +123,8 @@ class lowering_gradient_builder final : public gradient_builder {
     return cx_.add(op, std::move(inputs), std::move(attrs), scope_);
   }
   graph* mutable_graph() override { return &cx_.target(); }  ///< the backward loop of a while loop
+  /// A lowering inside a loop's body (or a branch) adds its nodes there (dsl/expr.hpp).
+  bool builds_in_loop_body() const override { return cx_.parent() != nullptr; }
   lowering& target_lowering() const noexcept { return cx_; }
   const scope_info* scope() const noexcept { return scope_; }
 

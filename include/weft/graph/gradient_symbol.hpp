@@ -49,6 +49,10 @@ class gradient_builder {
   /// The graph itself, where the builder can add loops (the gradient of a while loop); null
   /// where it cannot.
   virtual graph* mutable_graph() { return nullptr; }
+  /// Whether the nodes it adds land in the frame of the loop body it builds in (a DSL
+  /// lowering inside a while_loop's body: constants take the body's pivot, outer values
+  /// enter), so that a gradient of values inside one loop iteration can be taken there.
+  virtual bool builds_in_loop_body() const { return false; }
 };
 
 /// A tensor of the graph being extended, with the arithmetic gradient rules use.
