@@ -474,8 +474,24 @@ TEST_CASE("dsl control flow: grad inside a while_loop body is each iteration's g
                              return hana::make_tuple(i + 1, x - f / grad(reduce_sum(f), x));
                            },
                            hana::make_tuple(constant(0), constant(std::vector<double>{1.0, 1.0}, dims<2>)));
+  // A cond in the body on the gradient's path: v <- v + d/dv sum(even i ? v^2 : 3 v), by hand.
+  auto branchy = while_loop([&](auto i, auto) { return i < 4; },
+                            [&](auto i, auto v) {
+                              auto even = equal(i - (i / 2) * 2, constant(0));
+                              auto y = cond(even, [&] { return square(v); }, [&] { return v * 3.0; });
+                              return hana::make_tuple(i + 1, v + grad(reduce_sum(y), v));
+                            },
+                            hana::make_tuple(constant(0), constant(std::vector<double>{0.5, -1.0}, dims<2>)));
   client_session s;
   s.initialize(hana::at_c<1>(out));
+  {
+    const auto v = s.run(hana::at_c<1>(branchy)).to_vector();
+    for (std::size_t k = 0; k < 2; ++k) {
+      double want = k == 0 ? 0.5 : -1.0;
+      for (int i = 0; i < 4; ++i) want += i % 2 == 0 ? 2 * want : 3.0;
+      CHECK(v[k] == Approx(want).margin(1e-12));
+    }
+  }
   const std::vector<double> cv{1.0, -2.0, 0.5};
   for (int nv : {0, 1, 4, 30}) {
     INFO("n = " << nv);

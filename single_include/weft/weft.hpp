@@ -29866,6 +29866,10 @@ class lowering {
   }
   /// Marks o as made here (a loop variable, a nested loop's Exit).
   void adopt(output o) { owned_.insert(o.node); }
+  /// Marks every node `branch` made as made here: a cond's branch runs in this lowering's
+  /// frame, so a gradient lowered here that reads the branch's values (dsl/gradient.hpp)
+  /// keeps them, rather than entering them as values from outside.
+  void adopt_all(const lowering& branch) { owned_.insert(branch.owned_.begin(), branch.owned_.end()); }
   /// Loop variables: bound to their value in the lowering of the loop's condition or body,
   /// and found from nested lowerings (brought in).
   void bind(const void* identity, output o) {
@@ -32458,6 +32462,7 @@ struct cond_state {
         lowering branch(cx, h);
         std::vector<output> out;
         for (const auto& v : values) out.push_back(branch.bring(v(branch)));  // a value from outside is switched too
+        cx.adopt_all(branch);
         return out;
       };
       const auto t = side(1, pivot_true, then_values);

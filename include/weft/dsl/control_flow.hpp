@@ -302,6 +302,7 @@ struct cond_state {
         lowering branch(cx, h);
         std::vector<output> out;
         for (const auto& v : values) out.push_back(branch.bring(v(branch)));  // a value from outside is switched too
+        cx.adopt_all(branch);
         return out;
       };
       const auto t = side(1, pivot_true, then_values);

@@ -184,6 +184,10 @@ class lowering {
   }
   /// Marks o as made here (a loop variable, a nested loop's Exit).
   void adopt(output o) { owned_.insert(o.node); }
+  /// Marks every node `branch` made as made here: a cond's branch runs in this lowering's
+  /// frame, so a gradient lowered here that reads the branch's values (dsl/gradient.hpp)
+  /// keeps them, rather than entering them as values from outside.
+  void adopt_all(const lowering& branch) { owned_.insert(branch.owned_.begin(), branch.owned_.end()); }
   /// Loop variables: bound to their value in the lowering of the loop's condition or body,
   /// and found from nested lowerings (brought in).
   void bind(const void* identity, output o) {
