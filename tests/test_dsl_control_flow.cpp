@@ -482,8 +482,17 @@ TEST_CASE("dsl control flow: grad inside a while_loop body is each iteration's g
                               return hana::make_tuple(i + 1, v + grad(reduce_sum(y), v));
                             },
                             hana::make_tuple(constant(0), constant(std::vector<double>{0.5, -1.0}, dims<2>)));
+  // With respect to a variable from outside the loop (it enters the body): the sum over the
+  // iterations of d/da (a (i + 1)^2) = 1 + 4 + 9.
+  auto summed = while_loop([&](auto i, auto) { return i < 3; },
+                           [&](auto i, auto acc) {
+                             auto xi = cast<double>(i) + 1.0;
+                             return hana::make_tuple(i + 1, acc + grad(a * xi * xi, a));
+                           },
+                           hana::make_tuple(constant(0), constant(0.0)));
   client_session s;
   s.initialize(hana::at_c<1>(out));
+  CHECK(s.run(hana::at_c<1>(summed)).scalar() == Approx(14.0).margin(1e-12));
   {
     const auto v = s.run(hana::at_c<1>(branchy)).to_vector();
     for (std::size_t k = 0; k < 2; ++k) {

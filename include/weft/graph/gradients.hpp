@@ -531,7 +531,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(gradient_builder& b
 
   if (pass.root_frame != 0)
     for (int id = 0; id < n; ++id)
-      if (pass.on_path(id) && pass.frames.of(id) != pass.root_frame)
+      if (pass.on_path(id) && pass.frames.out_frame(id) != pass.root_frame)
         fail(error_code::unimplemented, "weft::add_gradients: the gradient inside a loop body reaches ", g.at(id).describe(),
              ", of a loop nested in the body; an iteration's gradient through a nested loop is not built yet");
   detail::frame_context root(pass, b);
