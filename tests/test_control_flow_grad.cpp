@@ -297,9 +297,9 @@ TEST_CASE("control-flow gradients: clear errors", "[control][grad]") {
       while_options{"lp", 10, -1});
   require_error([&] { add_gradients(g, {out[1]}, {inside}); }, {"is inside a loop", "(Square)", "differentiate with respect to a value outside it"});
   require_error([&] { add_gradients(g, {inside}, {x}); }, {"is inside a loop", "(Square)", "leaves it through an Exit"});
-  // Both inside one body: an iteration's gradient, which only the DSL's grad builds there.
+  // Both inside one body: an iteration's gradient, which needs the body's loop_scope.
   require_error([&] { add_gradients(g, {inside_sum}, {inside}); },
-                {"(Add) and the xs are inside a loop", "the DSL's grad inside a while_loop body takes the gradient of each iteration"});
+                {"(Add) and the xs are inside a loop", "pass the body's loop_scope (add_gradients(g, scope, ys, xs)"});
 }
 
 TEST_CASE("loop gradients: a loop variable with no Exit still carries its gradient back", "[control][grad]") {
@@ -335,4 +335,44 @@ TEST_CASE("loop gradients: a loop variable with no Exit still carries its gradie
   auto r = s.run({{x, tensor::scalar(1.5)}}, {b_exit, d[0]});
   CHECK(r[0].scalar_value<double>() == Approx(1.5 + 2.25 + 3.375));
   CHECK(r[1].scalar_value<double>() == Approx(1 + 3.0 + 3 * 2.25));
+}
+
+TEST_CASE("control-flow gradients: the gradient of each iteration inside a loop body, built op by op", "[control][grad]") {
+  // w <- w - 0.1 d/dw sum(a (w - c)^2) from w = 0, a read from outside: w_n = c (1 - (1 - 0.2 a)^n).
+  graph g;
+  auto c = g.placeholder(dtype::float64, partial_shape(std::vector<std::int64_t>{3}), "c");
+  auto a = g.placeholder(dtype::float64, partial_shape(std::vector<std::int64_t>{}), "a");
+  auto n = g.placeholder(dtype::int64, partial_shape(std::vector<std::int64_t>{}), "n");
+  output da_sum{};
+  auto out = while_loop(
+      g, {i64(g, 0), g.constant(tensor::from_vector(std::vector<double>{0, 0, 0})), f64(g, 0)},
+      [&](loop_scope& s, const std::vector<output>& v) { return op(g, "Less", {v[0], s.invariant(n)}); },
+      [&](loop_scope& s, const std::vector<output>& v) {
+        const output ai = s.invariant(a);
+        const output loss = op(g, "Sum", {op(g, "Mul", {ai, op(g, "Square", {op(g, "Sub", {v[1], s.invariant(c)})})}),
+                                          s.invariant(g.constant(tensor::scalar(std::int32_t{0})))});
+        const auto d = add_gradients(g, s, {loss}, {v[1], ai});  // by w, and by a where it enters
+        return outs({op(g, "Add", {v[0], s.invariant(i64(g, 1))}), op(g, "Sub", {v[1], op(g, "Mul", {d[0], s.invariant(f64(g, 0.1))})}),
+                     op(g, "Add", {v[2], d[1]})});
+      },
+      while_options{"descent", 10, -1});
+  session s(g);
+  const std::vector<double> cv{1.0, -2.0, 0.5};
+  for (std::int64_t nv : {0, 1, 5}) {
+    INFO("n = " << nv);
+    const auto r = s.run({{c, tensor::from_vector(cv)}, {a, tensor::scalar(1.5)}, {n, tensor::scalar(nv)}}, {out[1], out[2]});
+    const auto w = r[0].to_vector<double>();
+    double da = 0;  // the sum over iterations of d/da = sum((w_k - c)^2), w_k before the step
+    std::vector<double> wk(3, 0.0);
+    for (std::int64_t k = 0; k < nv; ++k)
+      for (std::size_t j = 0; j < 3; ++j) {
+        da += (wk[j] - cv[j]) * (wk[j] - cv[j]);
+        wk[j] -= 0.1 * 2 * 1.5 * (wk[j] - cv[j]);
+      }
+    for (std::size_t j = 0; j < 3; ++j) {
+      CHECK(w[j] == Approx(cv[j] * (1 - std::pow(1 - 0.2 * 1.5, static_cast<double>(nv)))).margin(1e-12));
+      CHECK(w[j] == Approx(wk[j]).margin(1e-12));
+    }
+    CHECK(r[1].scalar_value<double>() == Approx(da).margin(1e-12));
+  }
 }

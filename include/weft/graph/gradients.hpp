@@ -488,8 +488,8 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(gradient_builder& b
   for (const auto& o : xs) one_body = one_body && pass.frames.out_frame(g.at(o).id()) == inner;
   if (one_body && !b.builds_in_loop_body())
     fail(error_code::invalid_argument, "weft::add_gradients: ", g.at(ys[0]).describe(),
-         " and the xs are inside a loop; on a graph built op by op, differentiate values outside it (the DSL's grad "
-         "inside a while_loop body takes the gradient of each iteration)");
+         " and the xs are inside a loop; for the gradient of each iteration, pass the body's loop_scope "
+         "(add_gradients(g, scope, ys, xs), from the body function) or use the DSL's grad inside the while_loop body");
   if (one_body) {
     pass.root_frame = inner;
   } else {
@@ -555,29 +555,58 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(gradient_builder& b
 }
 #endif
 
+namespace detail {
+/// The builder of add_gradients on a graph built op by op: nodes named "gradients/<op>",
+/// equal stateless ones added once. With a pivot (a loop body's), a node with no input runs
+/// after it, so that it runs in the body's frame.
+struct graph_gradient_builder final : gradient_builder {
+  graph& g;
+  int pivot;
+  /// Equal stateless nodes are added once (a rule's constants, the Shape of one tensor).
+  std::map<std::pair<std::string, std::vector<output>>, std::vector<std::pair<attr_map, output>>> added;
+  graph_gradient_builder(graph& gr, int body_pivot) : g(gr), pivot(body_pivot) {}
+  const graph& target() const override { return g; }
+  graph* mutable_graph() override { return &g; }
+  bool builds_in_loop_body() const override { return pivot >= 0; }
+  output add(std::string_view op, std::vector<output> inputs, attr_map attrs) override {
+    auto& same = added[{std::string(op), inputs}];
+    for (const auto& [a, o] : same)
+      if (a == attrs && !g.at(o).def().stateful) return o;  // a stateful node is never merged
+    auto scope = g.name_scope("gradients");  // auto-named, unique within the current scope
+    node_options options;
+    if (inputs.empty() && pivot >= 0) options.after({pivot});
+    output o = g.op(op, inputs, attrs, std::move(options)).out(0);
+    same.emplace_back(std::move(attrs), o);
+    return o;
+  }
+};
+}  // namespace detail
+
 /// The same on a graph built op by op: gradient nodes are named "gradients/<op>", made unique.
 std::vector<output> add_gradients(graph& g, const std::vector<output>& ys, const std::vector<output>& xs,
                                   const std::vector<std::optional<output>>& dys = {});
 #ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
 WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(graph& g, const std::vector<output>& ys, const std::vector<output>& xs,
                                                              const std::vector<std::optional<output>>& dys) {
-  struct plain final : gradient_builder {
-    graph& g;
-    // Equal stateless nodes are added once (a rule's constants, the Shape of one tensor).
-    std::map<std::pair<std::string, std::vector<output>>, std::vector<std::pair<attr_map, output>>> added;
-    explicit plain(graph& gr) : g(gr) {}
-    const graph& target() const override { return g; }
-    graph* mutable_graph() override { return &g; }
-    output add(std::string_view op, std::vector<output> inputs, attr_map attrs) override {
-      auto& same = added[{std::string(op), inputs}];
-      for (const auto& [a, o] : same)
-        if (a == attrs && !g.at(o).def().stateful) return o;  // a stateful node is never merged
-      auto scope = g.name_scope("gradients");  // auto-named, unique within the current scope
-      output o = g.op(op, inputs, attrs).out(0);
-      same.emplace_back(std::move(attrs), o);
-      return o;
-    }
-  } b(g);
+  detail::graph_gradient_builder b(g, -1);
+  return add_gradients(b, ys, xs, dys);
+}
+#endif
+
+/// The gradient of one iteration inside a while loop's body built op by op (graph/control_flow.hpp):
+/// ys and xs are values of the body whose loop_scope is `body` (an outer value enters with
+/// body.invariant()); the gradient's nodes go in the body and run each iteration, stopping
+/// at the iteration's loop variables. Call it from the body function.
+std::vector<output> add_gradients(graph& g, const loop_scope& body, const std::vector<output>& ys, const std::vector<output>& xs,
+                                  const std::vector<std::optional<output>>& dys = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(graph& g, const loop_scope& body, const std::vector<output>& ys,
+                                                             const std::vector<output>& xs,
+                                                             const std::vector<std::optional<output>>& dys) {
+  if (body.pivot() < 0)
+    fail(error_code::invalid_argument, "weft::add_gradients: the loop scope of '", body.frame(),
+         "' has no body yet (call it from the loop's body function)");
+  detail::graph_gradient_builder b(g, body.pivot());
   return add_gradients(b, ys, xs, dys);
 }
 #endif
