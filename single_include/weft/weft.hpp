@@ -25715,6 +25715,29 @@ struct batch_norm_attrs {
       fail(error_code::invalid_argument, "x must have rank 2 to 5 (channels last), got shape ", x.shape());
     return x.shape()[x.rank() - 1];
   }
+  /// FusedBatchNormV3's inputs checked (mean and variance may be empty in training with an
+  /// avg factor of 1); x's channels.
+  std::int64_t check_forward(const tensor& x, const tensor& scale, const tensor& offset, const tensor& mean,
+                             const tensor& variance, double factor) const {
+    const std::int64_t c = channels_of(x);
+    const bool may_be_empty = training && factor == 1.0;
+    check_vector(scale, c, "scale");
+    check_vector(offset, c, "offset");
+    check_vector(mean, c, "mean", may_be_empty);
+    check_vector(variance, c, "variance", may_be_empty);
+    return c;
+  }
+  /// FusedBatchNormGradV3's inputs checked; x's channels.
+  static std::int64_t check_backward(const tensor& dy, const tensor& x, const tensor& scale, const tensor& mean,
+                                     const tensor& variance) {
+    const std::int64_t c = channels_of(x);
+    if (dy.shape() != x.shape())
+      fail(error_code::invalid_argument, "y_backprop ", dy.shape(), " and x ", x.shape(), " differ in shape");
+    check_vector(scale, c, "scale");
+    check_vector(mean, c, "reserve_space_1 (the mean)");
+    check_vector(variance, c, "reserve_space_2 (the variance)");
+    return c;
+  }
 };
 
 }  // namespace weft::ops
@@ -27777,12 +27800,7 @@ struct fused_batch_norm : batch_norm_frame {
   explicit fused_batch_norm(const node& n) : batch_norm_frame(n), factor(n.attr<double>("exponential_avg_factor")) {}
   /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
-    const std::int64_t c = channels_of(ctx.input(0));
-    check_vector(ctx.input(1), c, "scale");
-    check_vector(ctx.input(2), c, "offset");
-    const bool may_be_empty = training && factor == 1.0;
-    check_vector(ctx.input(3), c, "mean", may_be_empty);
-    check_vector(ctx.input(4), c, "variance", may_be_empty);
+    const std::int64_t c = check_forward(ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4), factor);
     return {ctx.input(0).shape(), shape{c}, shape{c}, shape{c}, shape{c}, shape{0}};
   }
   /// Computes the outputs, in C (the compute type), from the widened inputs.
@@ -27852,13 +27870,8 @@ struct fused_batch_norm_grad : batch_norm_frame {
   explicit fused_batch_norm_grad(const node& n) : batch_norm_frame(n) {}
   /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
-    const tensor &dy = ctx.input(0), &x = ctx.input(1);
-    const std::int64_t c = channels_of(x);
-    if (dy.shape() != x.shape())
-      fail(error_code::invalid_argument, "y_backprop ", dy.shape(), " and x ", x.shape(), " differ in shape");
-    check_vector(ctx.input(2), c, "scale");
-    check_vector(ctx.input(3), c, "reserve_space_1 (the mean)");
-    check_vector(ctx.input(4), c, "reserve_space_2 (the variance)");
+    const tensor& x = ctx.input(1);
+    const std::int64_t c = check_backward(ctx.input(0), x, ctx.input(2), ctx.input(3), ctx.input(4));
     return {x.shape(), shape{c}, shape{c}, shape{0}, shape{0}};
   }
   /// Computes the outputs, in C (the compute type), from the widened inputs.

@@ -75,10 +75,11 @@ inline launch::elem elem_of(dtype t, const std::string& who) {
 }
 /// (The executor names the node in the errors of its kernels.)
 inline launch::elem elem_of(dtype t, const node&) { return elem_of(t, "this kernel"); }
-/// As elem_of, and complex64 and complex128 too: the launch code of the elementwise
-/// arithmetic's operands (launch::unary_op and binary_op, for the ops complex_unary and
-/// complex_binary name).
-inline launch::elem arithmetic_elem_of(dtype t, const node& n) {
+/// As elem_of, and complex64 and complex128 too where the op computes them (`complex_ok`:
+/// launch::complex_unary, complex_binary, complex_reduction): the launch code of the
+/// arithmetic's operands; a complex t the op does not compute is an error naming the op.
+inline launch::elem arithmetic_elem_of(dtype t, const node& n, bool complex_ok) {
+  if (is_complex(t) && !complex_ok) fail(error_code::unimplemented, n.op(), " of complex numbers is not computed on the GPU");
   if (t == dtype::complex64) return launch::elem::c64;
   if (t == dtype::complex128) return launch::elem::c128;
   return elem_of(t, n);
@@ -393,10 +394,7 @@ void host_dispatch(dtype t, F&& f) {
 template <launch::unary Op>
 struct gpu_unary final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_unary(const node& n) : t_(arithmetic_elem_of(n.output_dtype(0), n)) {
-    if (is_complex(n.output_dtype(0)) && !launch::complex_unary(Op))
-      fail(error_code::unimplemented, n.op(), " of complex numbers is not computed on the GPU");
-  }
+  explicit gpu_unary(const node& n) : t_(arithmetic_elem_of(n.output_dtype(0), n, launch::complex_unary(Op))) {}
   void compute(kernel_context& ctx) const override {
     if (on_host_inputs(ctx, ctx.input(0).dtype())) {
       const tensor& x = ctx.input(0);
@@ -421,10 +419,7 @@ struct gpu_unary final : op_kernel {
 template <launch::binary Op>
 struct gpu_binary final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_binary(const node& n) : t_(arithmetic_elem_of(n.input_dtype(0), n)) {
-    if (is_complex(n.input_dtype(0)) && !launch::complex_binary(Op))
-      fail(error_code::unimplemented, n.op(), " of complex numbers is not computed on the GPU");
-  }
+  explicit gpu_binary(const node& n) : t_(arithmetic_elem_of(n.input_dtype(0), n, launch::complex_binary(Op))) {}
   void compute(kernel_context& ctx) const override {
     const bool host = on_host_inputs(ctx, ctx.input(0).dtype());
     const tensor a = host ? ctx.input(0) : device_input(ctx, 0), b = host ? ctx.input(1) : device_input(ctx, 1);
@@ -656,11 +651,8 @@ inline tensor reduce_axes(const gpu_device& g, launch::reduction op, launch::ele
 template <launch::reduction Op>
 struct gpu_reduce final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_reduce(const node& n) : t_(arithmetic_elem_of(n.output_dtype(0), n)), keep_dims_(n.attr<bool>("keep_dims")) {
-    if (is_complex(n.output_dtype(0)) && Op != launch::reduction::sum && Op != launch::reduction::mean &&
-        Op != launch::reduction::prod)
-      fail(error_code::unimplemented, n.op(), " of complex numbers is not computed on the GPU");
-  }
+  explicit gpu_reduce(const node& n)
+      : t_(arithmetic_elem_of(n.output_dtype(0), n, launch::complex_reduction(Op))), keep_dims_(n.attr<bool>("keep_dims")) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
     if (ctx.input(1).rank() > 1)
@@ -1246,6 +1238,16 @@ inline void converted_into(const gpu_device& g, const tensor& from, tensor& to, 
                   from.num_elements(), g.stream());
 }
 
+/// What both batch normalization kernels read from their node: the attrs, and the dtype they
+/// compute in (U, the statistics': float32 for a 16-bit x) with its launch code.
+struct gpu_batch_norm_frame {
+  ops::batch_norm_attrs attrs;  ///< epsilon, is_training (data_format checked)
+  dtype u;                      ///< the statistics' dtype
+  launch::elem t;               ///< its launch code
+  /// Reads and checks n's attrs.
+  explicit gpu_batch_norm_frame(const node& n) : attrs(n), u(n.attr<dtype>("U")), t(elem_of(u, n)) {}
+};
+
 /// The GPU kernel of FusedBatchNormV3 (NHWC; x float16, bfloat16, float32 or float64, computed
 /// in the statistics' dtype U: float32 for a 16-bit x), as the CPU's: x seen as
 /// [rows, C]; in training the batch's mean and variance by reductions over the rows (the
@@ -1253,18 +1255,12 @@ inline void converted_into(const gpu_device& g, const tensor& from, tensor& to, 
 /// kernel computing in double, then y = x a + b in one pass.
 struct gpu_fused_batch_norm final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_fused_batch_norm(const node& n)
-      : attrs_(n), u_(n.attr<dtype>("U")), t_(elem_of(u_, n)), factor_(n.attr<double>("exponential_avg_factor")) {}
+  explicit gpu_fused_batch_norm(const node& n) : frame_(n), factor_(n.attr<double>("exponential_avg_factor")) {}
   void compute(kernel_context& ctx) const override {
-    using checks = ops::batch_norm_attrs;
+    const auto& [attrs_, u_, t_] = frame_;
     const auto& g = gpu_of(ctx.device());
     const tensor x = converted_on(g, device_input(ctx, 0), u_, ctx.node());  // a 16-bit x computes in float32 (U)
-    const std::int64_t c = checks::channels_of(x);
-    const bool may_be_empty = attrs_.training && factor_ == 1.0;
-    checks::check_vector(ctx.input(1), c, "scale");
-    checks::check_vector(ctx.input(2), c, "offset");
-    checks::check_vector(ctx.input(3), c, "mean", may_be_empty);
-    checks::check_vector(ctx.input(4), c, "variance", may_be_empty);
+    const std::int64_t c = attrs_.check_forward(x, ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4), factor_);
     const tensor scale = device_input(ctx, 1), offset = device_input(ctx, 2), mean = device_input(ctx, 3),
                  variance = device_input(ctx, 4);
     tensor& out = ctx.allocate_output(0, x.shape());
@@ -1310,9 +1306,7 @@ struct gpu_fused_batch_norm final : op_kernel {
     launched("FusedBatchNormV3");
   }
  private:
-  ops::batch_norm_attrs attrs_;
-  dtype u_;  ///< what it computes in: the statistics' dtype
-  launch::elem t_;
+  gpu_batch_norm_frame frame_;
   double factor_;
 };
 
@@ -1321,17 +1315,12 @@ struct gpu_fused_batch_norm final : op_kernel {
 /// and the coefficients of x_backprop = dy p + x q + s by a kernel in double, then one pass.
 struct gpu_fused_batch_norm_grad final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_fused_batch_norm_grad(const node& n) : attrs_(n), u_(n.attr<dtype>("U")), t_(elem_of(u_, n)) {}
+  explicit gpu_fused_batch_norm_grad(const node& n) : frame_(n) {}
   void compute(kernel_context& ctx) const override {
-    using checks = ops::batch_norm_attrs;
+    const auto& [attrs_, u_, t_] = frame_;
     const auto& g = gpu_of(ctx.device());
     const tensor dy = converted_on(g, device_input(ctx, 0), u_, ctx.node()), x = converted_on(g, device_input(ctx, 1), u_, ctx.node());
-    const std::int64_t c = checks::channels_of(x);
-    if (dy.shape() != x.shape())
-      fail(error_code::invalid_argument, "y_backprop ", dy.shape(), " and x ", x.shape(), " differ in shape");
-    checks::check_vector(ctx.input(2), c, "scale");
-    checks::check_vector(ctx.input(3), c, "reserve_space_1 (the mean)");
-    checks::check_vector(ctx.input(4), c, "reserve_space_2 (the variance)");
+    const std::int64_t c = ops::batch_norm_attrs::check_backward(dy, x, ctx.input(2), ctx.input(3), ctx.input(4));
     const tensor scale = device_input(ctx, 2), mean = device_input(ctx, 3), variance = device_input(ctx, 4);
     tensor& out = ctx.allocate_output(0, x.shape());
     tensor dx = out.dtype() == u_ ? out : tensor(u_, x.shape(), g.get_allocator());
@@ -1371,9 +1360,7 @@ struct gpu_fused_batch_norm_grad final : op_kernel {
     launched("FusedBatchNormGradV3");
   }
  private:
-  ops::batch_norm_attrs attrs_;
-  dtype u_;  ///< what it computes in: the statistics' dtype
-  launch::elem t_;
+  gpu_batch_norm_frame frame_;
 };
 
 /// The GPU kernel of Softmax, LogSoftmax.
@@ -2432,7 +2419,7 @@ struct gpu_apply final : op_kernel {
 template <bool Add>
 struct gpu_assign_update final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_assign_update(const node& n) : t_(arithmetic_elem_of(n.attr<dtype>("T"), n)) {}
+  explicit gpu_assign_update(const node& n) : t_(arithmetic_elem_of(n.attr<dtype>("T"), n, launch::complex_binary(Add ? launch::binary::add : launch::binary::sub))) {}
   void compute(kernel_context& ctx) const override {
     auto var = ctx.input_ref_shared(0);
     const tensor delta = device_input(ctx, 1);

@@ -324,14 +324,14 @@ template <reduction Op, class T>
 using accumulate_t = std::conditional_t<std::is_integral_v<T> && Op != reduction::max && Op != reduction::min,
                                         std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>, compute_t<T>>;
 
-// One block per output row of the inner == 1 case: its threads stride over the row, then
-// combine in shared memory.
 // Shared memory of `threads` accumulators, as raw storage (a __shared__ array of a class
 // with a constructor, as complex numbers, is not allowed).
 #define WEFT_SHARED_ACCUMULATORS(A, name)                           \
   __shared__ alignas(A) unsigned char name##_raw[threads * sizeof(A)]; \
   A* name = reinterpret_cast<A*>(name##_raw)
 
+// One block per output row of the inner == 1 case: its threads stride over the row, then
+// combine in shared memory.
 template <reduction Op, class T>
 __global__ void reduce_rows_kernel(const T* x, T* y, std::int64_t outer, std::int64_t reduce) {
   using A = accumulate_t<Op, T>;
@@ -1122,7 +1122,7 @@ void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer,
       using T = decltype(v);
       using A = accumulate_t<Op, T>;
       if constexpr (std::is_same_v<T, bool>) return;
-      else if constexpr (is_std_complex<T> && Op != reduction::sum && Op != reduction::mean && Op != reduction::prod) return;
+      else if constexpr (is_std_complex<T> && !complex_reduction(Op)) return;
       else if (splits > 1 && scratch) {
         A* partial = static_cast<A*>(scratch);
         const std::int64_t chunk = (reduce + splits - 1) / splits;

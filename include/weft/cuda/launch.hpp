@@ -129,6 +129,10 @@ void fill_op(elem t, const void* value, void* y, std::int64_t n, cudaStream_t st
 /// divides by `reduce`.
 /// l2: the sum of squares halved (L2Loss).
 enum class reduction : int { sum, mean, max, min, prod, l2 };
+/// Whether reduce_op computes op on complex numbers (c64, c128): sum, mean, prod.
+inline constexpr bool complex_reduction(reduction op) noexcept {
+  return op == reduction::sum || op == reduction::mean || op == reduction::prod;
+}
 /// How many parts reduce_op splits each reduced run into: 1 where there are outputs enough to
 /// keep the GPU busy (a thread or a block each); otherwise enough parts of at least 256
 /// elements for some 64 k threads, at most 1024, whose partial results a second kernel joins.
@@ -147,7 +151,7 @@ inline std::size_t reduce_scratch_bytes(std::int64_t outer, std::int64_t reduce,
 }
 /// y[o, i] = the reduction of x[o, :, i] ([outer, reduce, inner]); `scratch` holds
 /// reduce_scratch_bytes(outer, reduce, inner) bytes of device memory. Complex elements (c64,
-/// c128): sum, mean and prod.
+/// c128): the ops complex_reduction names.
 void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t reduce,
                std::int64_t inner, void* scratch, cudaStream_t stream);
 /// Cumsum (op sum) and Cumprod (op prod) along the middle dim of [outer, n, inner]: a thread

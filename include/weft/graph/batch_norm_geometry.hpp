@@ -35,6 +35,29 @@ struct batch_norm_attrs {
       fail(error_code::invalid_argument, "x must have rank 2 to 5 (channels last), got shape ", x.shape());
     return x.shape()[x.rank() - 1];
   }
+  /// FusedBatchNormV3's inputs checked (mean and variance may be empty in training with an
+  /// avg factor of 1); x's channels.
+  std::int64_t check_forward(const tensor& x, const tensor& scale, const tensor& offset, const tensor& mean,
+                             const tensor& variance, double factor) const {
+    const std::int64_t c = channels_of(x);
+    const bool may_be_empty = training && factor == 1.0;
+    check_vector(scale, c, "scale");
+    check_vector(offset, c, "offset");
+    check_vector(mean, c, "mean", may_be_empty);
+    check_vector(variance, c, "variance", may_be_empty);
+    return c;
+  }
+  /// FusedBatchNormGradV3's inputs checked; x's channels.
+  static std::int64_t check_backward(const tensor& dy, const tensor& x, const tensor& scale, const tensor& mean,
+                                     const tensor& variance) {
+    const std::int64_t c = channels_of(x);
+    if (dy.shape() != x.shape())
+      fail(error_code::invalid_argument, "y_backprop ", dy.shape(), " and x ", x.shape(), " differ in shape");
+    check_vector(scale, c, "scale");
+    check_vector(mean, c, "reserve_space_1 (the mean)");
+    check_vector(variance, c, "reserve_space_2 (the variance)");
+    return c;
+  }
 };
 
 }  // namespace weft::ops

@@ -279,12 +279,7 @@ struct fused_batch_norm : batch_norm_frame {
   explicit fused_batch_norm(const node& n) : batch_norm_frame(n), factor(n.attr<double>("exponential_avg_factor")) {}
   /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
-    const std::int64_t c = channels_of(ctx.input(0));
-    check_vector(ctx.input(1), c, "scale");
-    check_vector(ctx.input(2), c, "offset");
-    const bool may_be_empty = training && factor == 1.0;
-    check_vector(ctx.input(3), c, "mean", may_be_empty);
-    check_vector(ctx.input(4), c, "variance", may_be_empty);
+    const std::int64_t c = check_forward(ctx.input(0), ctx.input(1), ctx.input(2), ctx.input(3), ctx.input(4), factor);
     return {ctx.input(0).shape(), shape{c}, shape{c}, shape{c}, shape{c}, shape{0}};
   }
   /// Computes the outputs, in C (the compute type), from the widened inputs.
@@ -354,13 +349,8 @@ struct fused_batch_norm_grad : batch_norm_frame {
   explicit fused_batch_norm_grad(const node& n) : batch_norm_frame(n) {}
   /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
-    const tensor &dy = ctx.input(0), &x = ctx.input(1);
-    const std::int64_t c = channels_of(x);
-    if (dy.shape() != x.shape())
-      fail(error_code::invalid_argument, "y_backprop ", dy.shape(), " and x ", x.shape(), " differ in shape");
-    check_vector(ctx.input(2), c, "scale");
-    check_vector(ctx.input(3), c, "reserve_space_1 (the mean)");
-    check_vector(ctx.input(4), c, "reserve_space_2 (the variance)");
+    const tensor& x = ctx.input(1);
+    const std::int64_t c = check_backward(ctx.input(0), x, ctx.input(2), ctx.input(3), ctx.input(4));
     return {x.shape(), shape{c}, shape{c}, shape{0}, shape{0}};
   }
   /// Computes the outputs, in C (the compute type), from the widened inputs.
