@@ -236,12 +236,23 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
     CHECK(gpu_dtypes(op).second == std::vector<dtype>{dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64});
   CHECK(gpu_dtypes("AssignAdd").second.size() == 9);  // a counter or a sum kept on the GPU
   CHECK(gpu_dtypes("AssignSub").second.size() == 9);
-  CHECK(gpu_dtypes("Cumsum").second.size() == 7);
+  CHECK(gpu_dtypes("Cumsum").second.size() == 9);  // 7 real dtypes, complex64 and complex128
+  CHECK(gpu_dtypes("Cumprod").second.size() == 9);
   CHECK(gpu_dtypes("MaxPoolGradGrad").second.size() == 4);
   for (const char* op : {"MatrixInverse", "MatrixDeterminant"})
     CHECK(gpu_dtypes(op).second == std::vector<dtype>{dtype::float32, dtype::float64, dtype::complex64, dtype::complex128});
   CHECK(gpu_dtypes("Cast").second.size() == 15);  // every dtype but string
-  CHECK(gpu_dtypes("Select").second.size() == 8);  // both forms, every arithmetic GPU dtype
+  // The kernels that move elements without computing with them: every dtype but string.
+  for (const char* op : {"Select", "SelectV2", "Fill", "BroadcastTo", "ZerosLike", "OnesLike", "TensorScatterUpdate"}) {
+    INFO(op);
+    CHECK(gpu_dtypes(op).second.size() == 15);
+  }
+  // The adds of the scatters and SumToShape (a broadcast operand's gradient) of complex numbers.
+  for (const char* op : {"UnsortedSegmentSum", "ScatterNd", "TensorScatterAdd", "SumToShape"})
+    for (dtype t : {dtype::complex64, dtype::complex128}) {
+      INFO(op << " " << t);
+      CHECK(kernel_registry::global().has(op, "GPU", {"T", t}));
+    }
   CHECK(gpu_dtypes("RandomUniform").first == "dtype");
   // A Fused node of every dtype the generated code computes in: all but string.
   CHECK(gpu_dtypes("Fused").second.size() == 15);

@@ -453,18 +453,18 @@ struct gpu_binary final : op_kernel {
 /// The GPU kernel of SelectV2.
 struct gpu_select_v2 final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_select_v2(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  explicit gpu_select_v2(const node& n) : bytes_(element_bytes(n.output_dtype(0))) {}
   void compute(kernel_context& ctx) const override {
     const tensor c = device_input(ctx, 0), a = device_input(ctx, 1), b = device_input(ctx, 2);
     const shape out_shape = broadcast_shape(ctx.node(), broadcast_shape(ctx.node(), c.shape(), a.shape()), b.shape());
     tensor& out = ctx.allocate_output(0, out_shape);
     const auto plan = plan_for({&c.shape(), &a.shape(), &b.shape()}, out_shape);
-    launch::select_op(t_, static_cast<const bool*>(c.raw_data()), a.raw_data(), b.raw_data(), out.raw_data(),
+    launch::select_op(bytes_, static_cast<const bool*>(c.raw_data()), a.raw_data(), b.raw_data(), out.raw_data(),
                       out.num_elements(), plan, gpu_of(ctx.device()).stream());
     launched("SelectV2");
   }
  private:
-  launch::elem t_;
+  int bytes_;
 };
 
 /// Select(condition, t, e), TensorFlow's first form: t and e of one shape; the condition a
@@ -473,7 +473,7 @@ struct gpu_select_v2 final : op_kernel {
 /// [n, 1, ..., 1].
 struct gpu_select final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_select(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  explicit gpu_select(const node& n) : bytes_(element_bytes(n.output_dtype(0))) {}
   void compute(kernel_context& ctx) const override {
     const tensor c = device_input(ctx, 0), a = device_input(ctx, 1), b = device_input(ctx, 2);
     const bool rows = ops::select_picks_rows(c.shape(), a.shape(), b.shape());
@@ -482,12 +482,12 @@ struct gpu_select final : op_kernel {
     const shape cond(cond_dims);
     tensor& out = ctx.allocate_output(0, a.shape());
     const auto plan = plan_for({&cond, &a.shape(), &b.shape()}, a.shape());
-    launch::select_op(t_, static_cast<const bool*>(c.raw_data()), a.raw_data(), b.raw_data(), out.raw_data(),
+    launch::select_op(bytes_, static_cast<const bool*>(c.raw_data()), a.raw_data(), b.raw_data(), out.raw_data(),
                       out.num_elements(), plan, gpu_of(ctx.device()).stream());
     launched("Select");
   }
  private:
-  launch::elem t_;
+  int bytes_;
 };
 
 /// The cast_elem of t: every real and complex dtype (no strings).
@@ -533,7 +533,7 @@ struct gpu_cast final : op_kernel {
 /// Fill(dims, value): dims on the host, the value a scalar on the GPU.
 struct gpu_fill final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_fill(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  explicit gpu_fill(const node& n) : bytes_(element_bytes(n.output_dtype(0))) {}
   void compute(kernel_context& ctx) const override {
     if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "dims must be a vector, got shape ", ctx.input(0).shape());
     if (ctx.input(1).num_elements() != 1 || ctx.input(1).rank() != 0)
@@ -543,11 +543,11 @@ struct gpu_fill final : op_kernel {
       if (d < 0) fail(error_code::invalid_argument, "dims must not be negative, got ", d);
     const tensor value = device_input(ctx, 1);
     tensor& y = ctx.allocate_output(0, shape(dims));
-    launch::fill_op(t_, value.raw_data(), y.raw_data(), y.num_elements(), gpu_of(ctx.device()).stream());
+    launch::fill_op(bytes_, value.raw_data(), y.raw_data(), y.num_elements(), gpu_of(ctx.device()).stream());
     launched("Fill");
   }
  private:
-  launch::elem t_;
+  int bytes_;
 };
 
 /// BroadcastTo(input, shape).
@@ -731,7 +731,9 @@ template <launch::reduction Op>
 struct gpu_scan final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_scan(const node& n)
-      : t_(elem_of(n.output_dtype(0), n)), exclusive_(n.attr<bool>("exclusive")), reverse_(n.attr<bool>("reverse")) {}
+      : t_(arithmetic_elem_of(n.output_dtype(0), n, launch::complex_reduction(Op))),
+        exclusive_(n.attr<bool>("exclusive")),
+        reverse_(n.attr<bool>("reverse")) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
     if (x.rank() == 0) fail(error_code::invalid_argument, "x must have rank at least 1, got a scalar");
@@ -1696,7 +1698,7 @@ struct gpu_tile final : op_kernel {
 template <bool Ones>
 struct gpu_fill_like final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_fill_like(const node& n) : t_(n.output_dtype(0)) { (void)elem_of(t_, n); }
+  explicit gpu_fill_like(const node& n) : t_(n.output_dtype(0)) { (void)element_bytes(t_); }
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
     const auto& g = gpu_of(ctx.device());
@@ -1707,23 +1709,17 @@ struct gpu_fill_like final : op_kernel {
       check(cudaMemsetAsync(y.raw_data(), 0, y.bytes(), g.stream()), "cudaMemsetAsync");
     } else {
       std::call_once(once_, [&] { one_ = g.copy_from_host(one_of(t_)); });  // once per kernel
-      launch::fill_op(elem_of(t_, ctx.node()), one_.raw_data(), y.raw_data(), y.num_elements(), g.stream());
+      launch::fill_op(element_bytes(t_), one_.raw_data(), y.raw_data(), y.num_elements(), g.stream());
       launched("OnesLike");
     }
   }
-  /// A host scalar 1 of dtype t.
+  /// A host scalar 1 of dtype t (any dtype but string; a complex 1 is 1 + 0i).
   static tensor one_of(dtype t) {
     tensor one(t, shape{});
-    switch (t) {
-      case dtype::float16: *one.data<half>() = half(1.0f); break;
-      case dtype::bfloat16: *one.data<bfloat16>() = bfloat16(1.0f); break;
-      case dtype::float32: *one.data<float>() = 1; break;
-      case dtype::int32: *one.data<std::int32_t>() = 1; break;
-      case dtype::int64: *one.data<std::int64_t>() = 1; break;
-      case dtype::uint8: *one.data<std::uint8_t>() = 1; break;
-      case dtype::boolean: *one.data<bool>() = true; break;
-      default: *one.data<double>() = 1; break;
-    }
+    dispatch<bool, std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t, std::uint16_t, std::uint32_t,
+             std::uint64_t, half, bfloat16, float, double, complex64, complex128>(
+        t, [&](auto tag) { *one.data<typename decltype(tag)::type>() = typename decltype(tag)::type(1); },
+        [&] { fail(error_code::unimplemented, "OnesLike of ", t, " is not supported on the GPU"); });
     return one;
   }
  private:
@@ -1736,7 +1732,7 @@ struct gpu_fill_like final : op_kernel {
 struct gpu_unsorted_segment_sum final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_unsorted_segment_sum(const node& n)
-      : t_(elem_of(n.output_dtype(0), n)), message_(n.describe() + ": a segment id is out of range: ") {}
+      : t_(arithmetic_elem_of(n.output_dtype(0), n, true)), message_(n.describe() + ": a segment id is out of range: ") {}
   void compute(kernel_context& ctx) const override {
     const tensor data = device_input(ctx, 0), ids = device_input(ctx, 1);
     const shape& ds = data.shape();
@@ -1842,7 +1838,7 @@ struct gpu_scatter_nd final : op_kernel {
     std::vector<std::int64_t> slice_dims;
     const launch::nd_plan p = nd_plan_of(indices, out.shape(), slice_dims);
     require_updates(indices, updates, slice_dims);
-    const launch::elem t = Mode == launch::nd_mode::scatter_add ? elem_of(out.dtype(), ctx.node()) : launch::elem::u8;
+    const launch::elem t = Mode == launch::nd_mode::scatter_add ? arithmetic_elem_of(out.dtype(), ctx.node(), true) : launch::elem::u8;
     launch::nd_op(Mode, t, element_bytes(out.dtype()), indices.raw_data(), indices.dtype() == dtype::int64, p,
                   updates.raw_data(), out.raw_data(), g.errors().claim(message_), g.stream());
     launched(ctx.node().op().c_str());
@@ -1855,7 +1851,7 @@ struct gpu_scatter_nd final : op_kernel {
 /// or stretched.
 struct gpu_sum_to_shape final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_sum_to_shape(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  explicit gpu_sum_to_shape(const node& n) : t_(arithmetic_elem_of(n.output_dtype(0), n, true)) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
     const shape to(host_ints(ctx, 1, "shape"));
@@ -2476,6 +2472,11 @@ inline bool register_gpu_kernels() {
                                                       dtype::int32,   dtype::int64,    dtype::uint8};
     const std::vector<dtype> everything = {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64,
                                                          dtype::int32,   dtype::int64,    dtype::uint8,   dtype::boolean};
+    // The kernels that move elements without computing with them (Select, Fill, ...): every
+    // dtype but string.
+    const std::vector<dtype> all_but_string = {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64, dtype::int8,
+                                               dtype::int16,   dtype::int32,    dtype::int64,   dtype::uint8,   dtype::uint16,
+                                               dtype::uint32,  dtype::uint64,   dtype::boolean, dtype::complex64, dtype::complex128};
     // The elementwise arithmetic's dtypes: these and complex64 and complex128.
     auto and_complex = [](std::vector<dtype> types) {
       types.insert(types.end(), {dtype::complex64, dtype::complex128});
@@ -2528,18 +2529,15 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_binary<B::not_equal>>("NotEqual", "T", and_complex(everything));
     register_gpu_kernel<gpu_binary<B::logical_and>>("LogicalAnd");
     register_gpu_kernel<gpu_binary<B::logical_or>>("LogicalOr");
-    register_gpu_kernel_for<gpu_select_v2>("SelectV2", "T", everything);
-    register_gpu_kernel_for<gpu_select>("Select", "T", everything);
-    register_gpu_kernel_for<gpu_cast>("Cast", "SrcT",
-                                      {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64, dtype::int8,
-                                       dtype::int16, dtype::int32, dtype::int64, dtype::uint8, dtype::uint16, dtype::uint32,
-                                       dtype::uint64, dtype::boolean, dtype::complex64, dtype::complex128});
-    register_gpu_kernel_for<gpu_fill>("Fill", "T", everything);
-    register_gpu_kernel_for<gpu_broadcast_to>("BroadcastTo", "T", everything);
+    register_gpu_kernel_for<gpu_select_v2>("SelectV2", "T", all_but_string);
+    register_gpu_kernel_for<gpu_select>("Select", "T", all_but_string);
+    register_gpu_kernel_for<gpu_cast>("Cast", "SrcT", all_but_string);
+    register_gpu_kernel_for<gpu_fill>("Fill", "T", all_but_string);
+    register_gpu_kernel_for<gpu_broadcast_to>("BroadcastTo", "T", all_but_string);
     register_gpu_kernel_for<gpu_reduce<launch::reduction::sum>>("Sum", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_reduce<launch::reduction::mean>>("Mean", "T", and_complex(numbers));
-    register_gpu_kernel_for<gpu_scan<launch::reduction::sum>>("Cumsum", "T", numbers);
-    register_gpu_kernel_for<gpu_scan<launch::reduction::prod>>("Cumprod", "T", numbers);
+    register_gpu_kernel_for<gpu_scan<launch::reduction::sum>>("Cumsum", "T", and_complex(numbers));
+    register_gpu_kernel_for<gpu_scan<launch::reduction::prod>>("Cumprod", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_reduce<launch::reduction::prod>>("Prod", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_reduce<launch::reduction::max>>("Max", "T", numbers);
     register_gpu_kernel_for<gpu_reduce<launch::reduction::min>>("Min", "T", numbers);
@@ -2561,19 +2559,17 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<gpu_concat>("ConcatV2");
     register_gpu_kernel<gpu_gather_nd>("GatherNd");
     const std::vector<dtype> addable = {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64, dtype::int32, dtype::int64};
-    register_gpu_kernel_for<gpu_scatter_nd<launch::nd_mode::scatter_add, true>>("ScatterNd", "T", addable);
-    register_gpu_kernel_for<gpu_scatter_nd<launch::nd_mode::scatter_add, false>>("TensorScatterAdd", "T", addable);
-    register_gpu_kernel_for<gpu_scatter_nd<launch::nd_mode::scatter_update, false>>("TensorScatterUpdate", "T", everything);
-    register_gpu_kernel_for<gpu_sum_to_shape>("SumToShape", "T", numbers);
+    register_gpu_kernel_for<gpu_scatter_nd<launch::nd_mode::scatter_add, true>>("ScatterNd", "T", and_complex(addable));
+    register_gpu_kernel_for<gpu_scatter_nd<launch::nd_mode::scatter_add, false>>("TensorScatterAdd", "T", and_complex(addable));
+    register_gpu_kernel_for<gpu_scatter_nd<launch::nd_mode::scatter_update, false>>("TensorScatterUpdate", "T", all_but_string);
+    register_gpu_kernel_for<gpu_sum_to_shape>("SumToShape", "T", and_complex(numbers));
     register_gpu_kernel<gpu_split>("Split");
     register_gpu_kernel<gpu_slice>("Slice");
     register_gpu_kernel<gpu_pad>("Pad");
     register_gpu_kernel<gpu_tile>("Tile");
-    register_gpu_kernel_for<gpu_fill_like<false>>("ZerosLike", "T", everything);
-    register_gpu_kernel_for<gpu_fill_like<true>>("OnesLike", "T", everything);
-    register_gpu_kernel_for<gpu_unsorted_segment_sum>("UnsortedSegmentSum", "T",
-                                                      {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64,
-                                                       dtype::int32, dtype::int64});
+    register_gpu_kernel_for<gpu_fill_like<false>>("ZerosLike", "T", all_but_string);
+    register_gpu_kernel_for<gpu_fill_like<true>>("OnesLike", "T", all_but_string);
+    register_gpu_kernel_for<gpu_unsorted_segment_sum>("UnsortedSegmentSum", "T", and_complex(addable));
     register_gpu_kernel_for<gpu_pool<true>>("MaxPool", "T", floats);
     register_gpu_kernel_for<gpu_pool<false>>("AvgPool", "T", floats);
     register_gpu_kernel_for<gpu_max_pool_grad<false>>("MaxPoolGrad", "T", floats);

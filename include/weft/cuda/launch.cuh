@@ -798,11 +798,18 @@ template <> __device__ __forceinline__ void add_at(std::int64_t* p, std::int64_t
 }
 template <> __device__ __forceinline__ void add_at(std::uint8_t*, std::uint8_t) {}  // not registered
 template <> __device__ __forceinline__ void add_at(bool*, bool) {}                  // not registered
-// The element types scatter adds compute in (dispatch's); other types only move.
+// A complex number's parts, each added atomically (no 8- or 16-byte atomic add of pairs).
+template <class R> __device__ __forceinline__ void add_at(::cuda::std::complex<R>* p, ::cuda::std::complex<R> v) {
+  R* parts = reinterpret_cast<R*>(p);
+  atomicAdd(parts, v.real());
+  atomicAdd(parts + 1, v.imag());
+}
+// The element types scatter adds compute in (dispatch_arithmetic's); other types only move.
 template <class T>
 inline constexpr bool addable = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, __half> ||
                                 std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, std::int32_t> ||
-                                std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint8_t> || std::is_same_v<T, bool>;
+                                std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint8_t> || std::is_same_v<T, bool> ||
+                                is_std_complex<T>;
 
 template <class T, class I>
 __global__ void segment_sum_kernel(const T* data, const I* ids, T* out, std::int64_t rows, std::int64_t row,
@@ -1072,10 +1079,10 @@ void binary_op(binary op, elem t, const void* a, const void* b, void* z, std::in
   }
 }
 
-void select_op(elem t, const bool* cond, const void* a, const void* b, void* out, std::int64_t n,
+void select_op(int element_bytes, const bool* cond, const void* a, const void* b, void* out, std::int64_t n,
                const broadcast_plan& p, cudaStream_t s) {
   if (n <= 0) return;
-  kernels::dispatch(t, [&](auto v) {
+  kernels::by_size(element_bytes, [&](auto v) {
     using T = decltype(v);
     kernels::select_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
         cond, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), n, p);
@@ -1094,9 +1101,9 @@ void cast_op(cast_elem from, cast_elem to, const void* x, void* y, std::int64_t 
   });
 }
 
-void fill_op(elem t, const void* value, void* y, std::int64_t n, cudaStream_t s) {
+void fill_op(int element_bytes, const void* value, void* y, std::int64_t n, cudaStream_t s) {
   if (n <= 0) return;
-  kernels::dispatch(t, [&](auto v) {
+  kernels::by_size(element_bytes, [&](auto v) {
     using T = decltype(v);
     kernels::fill_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(static_cast<const T*>(value), static_cast<T*>(y), n);
   });
@@ -1157,7 +1164,7 @@ void scan_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, s
   if (outer * inner <= 0 || n <= 0) return;
   auto run = [&](auto op_tag) {
     constexpr reduction Op = decltype(op_tag)::value;
-    kernels::dispatch(t, [&](auto v) {
+    kernels::dispatch_arithmetic(t, [&](auto v) {
       using T = decltype(v);
       if constexpr (std::is_same_v<T, bool>) return;
       else
@@ -1364,7 +1371,7 @@ void tile_op(int element_bytes, const void* x, void* y, std::int64_t n, const ti
 
 void unsorted_segment_sum_op(elem t, const void* data, const void* ids, bool ids_int64, void* out, std::int64_t rows,
                              std::int64_t row, std::int64_t segments, std::int64_t* error, cudaStream_t s) {
-  kernels::dispatch(t, [&](auto v) {
+  kernels::dispatch_arithmetic(t, [&](auto v) {
     using T = decltype(v);
     std::size_t bytes = static_cast<std::size_t>(segments * row) * sizeof(T);
     if (bytes) cudaMemsetAsync(out, 0, bytes, s);
@@ -1394,7 +1401,7 @@ void nd_op(nd_mode mode, elem t, int element_bytes, const void* indices, bool in
           mode, static_cast<const std::int32_t*>(indices), p, static_cast<const T*>(src), static_cast<T*>(dst), error);
   };
   // Adds compute in the element type; gathers and updates move bytes.
-  if (mode == nd_mode::scatter_add) kernels::dispatch(t, go);
+  if (mode == nd_mode::scatter_add) kernels::dispatch_arithmetic(t, go);
   else kernels::by_size(element_bytes, go);
 }
 

@@ -13,8 +13,9 @@
 
 namespace weft::cuda::launch {
 
-/// The element types the GPU kernels take. The complex ones (c64, c128) only unary_op and
-/// binary_op take, for the ops complex_unary and complex_binary say; every other entry
+/// The element types the GPU kernels take. The complex ones (c64, c128) only the entry points
+/// whose comments say so take (unary_op, binary_op, reduce_op, scan_op and the scatter adds,
+/// for the ops complex_unary, complex_binary and complex_reduction name); every other entry
 /// point launches nothing for them, and the kernels' host code never passes them there.
 enum class elem : int { f16, bf16, f32, f64, i32, i64, u8, boolean, c64, c128 };
 
@@ -112,8 +113,9 @@ void unary_op(unary op, elem t, const void* x, void* y, std::int64_t n, cudaStre
 /// operands: the ops complex_binary names.
 void binary_op(binary op, elem t, const void* a, const void* b, void* z, std::int64_t n, const broadcast_plan& plan,
                cudaStream_t stream);
-/// out = cond ? t : e, broadcast (SelectV2); operand 0 of the plan is cond, 1 is t, 2 is e.
-void select_op(elem t, const bool* cond, const void* a, const void* b, void* out, std::int64_t n,
+/// out = cond ? t : e, broadcast (SelectV2); operand 0 of the plan is cond, 1 is t, 2 is e;
+/// elements of `element_bytes` bytes (1, 2, 4, 8 or 16: any dtype but string).
+void select_op(int element_bytes, const bool* cond, const void* a, const void* b, void* out, std::int64_t n,
                const broadcast_plan& plan, cudaStream_t stream);
 /// Every element type Cast converts between on the GPU: elem's and the narrow integers and
 /// complex numbers no other GPU kernel computes with.
@@ -121,8 +123,9 @@ enum class cast_elem : int { f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u3
 /// y = x converted as the CPU's Cast converts (kernels/cpu/convert.hpp): a float to an integer
 /// saturates and NaN gives 0, a complex number to a real keeps its real part, integers wrap.
 void cast_op(cast_elem from, cast_elem to, const void* x, void* y, std::int64_t n, cudaStream_t stream);
-/// Every element of y set to *value (one element of type t, in device memory).
-void fill_op(elem t, const void* value, void* y, std::int64_t n, cudaStream_t stream);
+/// Every element of y set to *value (one element of `element_bytes` bytes, 1, 2, 4, 8 or 16,
+/// in device memory).
+void fill_op(int element_bytes, const void* value, void* y, std::int64_t n, cudaStream_t stream);
 
 /// Reductions of x, seen as [outer, reduce, inner], to y of [outer, inner], in float for the
 /// 16-bit types, double for float64 and 64 bits for integer sums, products and means. mean
@@ -156,7 +159,7 @@ void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer,
                std::int64_t inner, void* scratch, cudaStream_t stream);
 /// Cumsum (op sum) and Cumprod (op prod) along the middle dim of [outer, n, inner]: a thread
 /// a line, in order or from the end (reverse), each output before (exclusive) or after its
-/// element is combined; accumulating as reduce_op does.
+/// element is combined; accumulating as reduce_op does (complex numbers too).
 void scan_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t n, std::int64_t inner, bool exclusive,
              bool reverse, cudaStream_t stream);
 /// The index of the largest (or smallest) element along the middle dim of [outer, n, inner],
@@ -279,7 +282,8 @@ struct tile_plan {
 void tile_op(int element_bytes, const void* x, void* y, std::int64_t n, const tile_plan& plan, cudaStream_t stream);
 /// UnsortedSegmentSum: out[ids[j], :] += data[j, :] for rows of `row` elements, out (of
 /// `segments` rows) zeroed first; an id outside [0, segments) adds nothing and is reported
-/// in `error`. Adds are atomic, so float sums may round in another order than the CPU's.
+/// in `error`. Adds are atomic, so float sums may round in another order than the CPU's;
+/// complex numbers add their real and imaginary parts atomically, each on its own.
 void unsorted_segment_sum_op(elem t, const void* data, const void* ids, bool ids_int64, void* out, std::int64_t rows,
                              std::int64_t row, std::int64_t segments, std::int64_t* error, cudaStream_t stream);
 
@@ -301,7 +305,8 @@ struct nd_plan {
   std::int64_t tuples = 0;  ///< how many tuples
   std::int64_t slice = 0;   ///< elements per slice
 };
-/// `t` is the element type of a scatter_add; gather and scatter_update move elements of
+/// `t` is the element type of a scatter_add (complex numbers too, as
+/// unsorted_segment_sum_op adds them); gather and scatter_update move elements of
 /// `element_bytes` bytes (1, 2, 4, 8 or 16).
 void nd_op(nd_mode mode, elem t, int element_bytes, const void* indices, bool indices_int64, const nd_plan& plan, const void* src,
            void* dst, std::int64_t* error, cudaStream_t stream);
