@@ -198,7 +198,9 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
-  CHECK(gpu_dtypes("MatMul").second == std::vector<dtype>{dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64});
+  for (const char* op : {"MatMul", "BatchMatMulV2"})
+    CHECK(gpu_dtypes(op).second == std::vector<dtype>{dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64,
+                                                      dtype::complex64, dtype::complex128});
   CHECK(gpu_dtypes("Add").second.size() == 9);  // 7 real dtypes, complex64 and complex128
   // The elementwise arithmetic of complex numbers, as the CPU's kernels compute it; the
   // ordered ops (Abs, Relu, Maximum, Greater, ...) take no complex numbers on either device.
@@ -842,6 +844,91 @@ TEST_CASE("BatchMatMulV2 on the GPU broadcasts batch dims as the CPU does", "[gp
           const auto r = s.run({}, fetches);
           CHECK(difference(r[1], r[0]) == "");
         }
+}
+
+// Complex products, by Gaussian integers (every product and sum exact): MatMul's transposes
+// conjugate nothing, BatchMatMulV2's adj_x and adj_y take the conjugate transpose (as
+// TensorFlow's), in one product, in strided batches with a single matrix broadcast and over
+// arrays of pointers; against a naive loop, on the CPU and on the GPU.
+TEST_CASE("complex products on the GPU conjugate where adj_x and adj_y ask and nowhere else, as a naive loop", "[gpu]") {
+  std::mt19937 rng(23);
+  const std::int64_t m = 3, k = 4, n = 2;
+  auto run = [&](auto zero) {
+    using C = decltype(zero);
+    const dtype t = dtype_of<C>;
+    auto random = [&](const std::vector<std::int64_t>& d) {
+      tensor x(t, shape(d));
+      for (C& z : x.flat<C>()) z = C(double(rng() % 5) - 2, double(rng() % 5) - 2);
+      return x;
+    };
+    struct product {
+      const char* op;
+      std::vector<std::int64_t> x_batch, y_batch;
+    };
+    for (const product& p : std::vector<product>{{"MatMul", {}, {}}, {"BatchMatMulV2", {}, {}}, {"BatchMatMulV2", {2}, {}},
+                                                 {"BatchMatMulV2", {2}, {2}}, {"BatchMatMulV2", {2, 1}, {1, 3}}})
+      for (bool tx : {false, true})
+        for (bool ty : {false, true}) {
+          const bool batch_op = std::string(p.op) == "BatchMatMulV2";
+          INFO(t << " " << p.op << " x batch " << shape(p.x_batch) << " y batch " << shape(p.y_batch) << " transposed "
+                 << tx << " " << ty);
+          std::vector<std::int64_t> xd = p.x_batch, yd = p.y_batch;
+          xd.insert(xd.end(), tx ? std::initializer_list<std::int64_t>{k, m} : std::initializer_list<std::int64_t>{m, k});
+          yd.insert(yd.end(), ty ? std::initializer_list<std::int64_t>{n, k} : std::initializer_list<std::int64_t>{k, n});
+          const tensor xv = random(xd), yv = random(yd);
+          // The naive product: output batch index b reads x's and y's matrices by NumPy's rule.
+          const shape out_batch = *broadcast(shape(p.x_batch), shape(p.y_batch));
+          std::vector<std::int64_t> od = out_batch.dims();
+          od.insert(od.end(), {m, n});
+          tensor want(t, shape(od));
+          const auto xs = xv.flat<C>(), ys = yv.flat<C>();
+          auto matrix_of = [&](const shape& batch, std::int64_t b) {  // b's matrix in an operand of batch dims `batch`
+            std::int64_t index = 0, stride = 1, rest = b;
+            for (int d = out_batch.rank() - 1, e = batch.rank() - 1; d >= 0; --d, --e) {
+              const std::int64_t i = rest % out_batch[d];
+              rest /= out_batch[d];
+              if (e >= 0) {
+                index += (batch[e] == 1 ? 0 : i) * stride;
+                stride *= batch[e];
+              }
+            }
+            return index;
+          };
+          for (std::int64_t b = 0; b < out_batch.num_elements(); ++b) {
+            const std::int64_t xm = matrix_of(shape(p.x_batch), b) * m * k, ym = matrix_of(shape(p.y_batch), b) * k * n;
+            for (std::int64_t i = 0; i < m; ++i)
+              for (std::int64_t j = 0; j < n; ++j) {
+                C sum{};
+                for (std::int64_t l = 0; l < k; ++l) {
+                  C a = xs[static_cast<std::size_t>(xm + (tx ? l * m + i : i * k + l))];
+                  C c = ys[static_cast<std::size_t>(ym + (ty ? j * k + l : l * n + j))];
+                  if (batch_op && tx) a = std::conj(a);
+                  if (batch_op && ty) c = std::conj(c);
+                  sum += a * c;
+                }
+                want.flat<C>()[static_cast<std::size_t>((b * m + i) * n + j)] = sum;
+              }
+          }
+          graph g;
+          const output x = g.constant(xv, "x").out(0), y = g.constant(yv, "y").out(0);
+          const attr_map attrs = batch_op ? attr_map{{"adj_x", tx}, {"adj_y", ty}} : attr_map{{"transpose_a", tx}, {"transpose_b", ty}};
+          std::vector<endpoint> fetches;
+          for (const char* device : {"/device:CPU:0", "/device:GPU:0"}) {
+            auto scope = g.device_scope(device);
+            fetches.push_back(g.op(p.op, {x, y}, attrs).out(0));
+          }
+          session_options o;
+          o.device_count = {{"GPU", 1}};
+          session s(g, o);
+          const auto r = s.run({}, fetches);
+          for (const tensor& got : r) {
+            REQUIRE(got.shape() == want.shape());
+            CHECK(got.to_vector<C>() == want.to_vector<C>());
+          }
+        }
+  };
+  run(complex64{});
+  run(complex128{});
 }
 
 // The random inputs of the differential test almost never fit a fused product (three

@@ -761,6 +761,8 @@ inline cudaDataType_t cuda_type_of(dtype t) {
     case dtype::bfloat16: return CUDA_R_16BF;
     case dtype::float32: return CUDA_R_32F;
     case dtype::float64: return CUDA_R_64F;
+    case dtype::complex64: return CUDA_C_32F;
+    case dtype::complex128: return CUDA_C_64F;
     default: fail(error_code::unimplemented, t, " matrix products are not supported on the GPU");
   }
 }
@@ -772,39 +774,50 @@ struct gemm_epilogue {
   bool relu = false;           ///< max(x, 0) after the bias
 };
 
-/// A product's alpha (1) and beta (0) in its compute type, and that type.
+/// A product's alpha (1) and beta (0) in its scale type, and its compute type.
 struct gemm_scalar_set {
   const void* alpha;              ///< 1
   const void* beta;               ///< 0
   cublasComputeType_t compute;    ///< CUBLAS_COMPUTE_32F or _64F
 };
 /// The scalars of a product of dtype t (float for the 16-bit types and float32, double for
-/// float64); fails unless every dim fits cuBLAS's int.
+/// float64, a pair of them, 1 + 0i and 0, for complex64 and complex128); fails unless every
+/// dim fits cuBLAS's int.
 inline gemm_scalar_set gemm_scalars(dtype t, std::initializer_list<std::int64_t> dims) {
   for (std::int64_t v : dims)
     if (v > std::numeric_limits<int>::max())
       fail(error_code::unimplemented, "a matrix product with a dim of ", v, " (cuBLAS takes at most 2^31 - 1)");
-  static constexpr float one_f = 1, zero_f = 0;
-  static constexpr double one_d = 1, zero_d = 0;
-  if (t == dtype::float64) return {&one_d, &zero_d, CUBLAS_COMPUTE_64F};
-  return {&one_f, &zero_f, CUBLAS_COMPUTE_32F};
+  // cuBLAS reads a complex scalar's parts where a real one's value is: one_f is 1 + 0i too.
+  static constexpr float one_f[2] = {1, 0}, zero_f[2] = {0, 0};
+  static constexpr double one_d[2] = {1, 0}, zero_d[2] = {0, 0};
+  if (t == dtype::float64 || t == dtype::complex128) return {one_d, zero_d, CUBLAS_COMPUTE_64F};
+  return {one_f, zero_f, CUBLAS_COMPUTE_32F};
+}
+/// cuBLAS's operation on an operand: none, the transpose, or (adjoint, complex t) the
+/// conjugate transpose (BatchMatMulV2's adj_x and adj_y; MatMul's transposes conjugate nothing).
+inline cublasOperation_t gemm_operation(dtype t, bool transposed, bool adjoint) {
+  if (!transposed) return CUBLAS_OP_N;
+  return adjoint && is_complex(t) ? CUBLAS_OP_C : CUBLAS_OP_T;
 }
 
 /// C [m, n] = op(A) op(B), all row-major, through column-major cuBLAS: C^T = op(B)^T op(A)^T.
 /// lda, ldb: the stored rows' lengths. batch > 1: strided batches. An epilogue (one product
 /// only) is cuBLASLt's where it has an algorithm for it and the bias is 16-byte aligned (8 is
 /// not enough on an A100, as Marian found), else two passes of weft's own kernels after it.
-/// Returns whether the product's own pass applied the epilogue (cuBLASLt's).
+/// `adjoint`: a transposed complex operand is conjugated too. Complex products are cuBLAS's
+/// GemmEx (no cuBLASLt plan). Returns whether the product's own pass applied the epilogue
+/// (cuBLASLt's).
 inline bool gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
                  std::int64_t k, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, void* c,
                  std::int64_t batch = 1, std::int64_t stride_a = 0, std::int64_t stride_b = 0, std::int64_t stride_c = 0,
-                 gemm_epilogue epilogue = {}) {
-  if (epilogue.bias && batch != 1) fail(error_code::internal, "a matrix product's epilogue is of one product, not ", batch);
+                 gemm_epilogue epilogue = {}, bool adjoint = false) {
+  if (epilogue.bias && (batch != 1 || is_complex(t)))
+    fail(error_code::internal, "a matrix product's epilogue is of one real product, not ", batch, " of ", t);
   const cudaDataType_t type = cuda_type_of(t);
   const auto [alpha, beta, compute] = gemm_scalars(t, {m, n, k, lda, ldb, batch});
   const library_call call(g);
-  const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = gemm_operation(t, transpose_a, adjoint);
+  const cublasOperation_t op_b = gemm_operation(t, transpose_b, adjoint);
   const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
   // cuBLASLt with the algorithm chosen once for this geometry; cublasGemmEx where it has none.
   auto align = [](std::uintptr_t v) { return static_cast<std::uint32_t>(v == 0 ? 256 : std::min<std::uintptr_t>(v & (~v + 1), 256)); };
@@ -825,7 +838,7 @@ inline bool gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_
       return true;
     }
   }
-  if (const lt_plan* plan = g.lt_plan_for(geometry)) {
+  if (const lt_plan* plan = is_complex(t) ? nullptr : g.lt_plan_for(geometry)) {
     g.run_lt(*plan, alpha, b, a, beta, c);
   } else if (batch == 1) {
     check(cublasGemmEx(g.blas(), op_b, op_a, N, M, K, alpha, b, type, static_cast<int>(ldb), a, type,
@@ -849,11 +862,11 @@ inline bool gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_
 /// X's batch dims `x_batch` and Y's `y_batch` broadcast to them (NumPy's rule, BatchMatMulV2)
 /// but neither is the whole batch or a single matrix: cuBLAS's GemmBatchedEx over arrays of
 /// the matrices' pointers made on the device (batch_pointers_op). Row-major, as gemm().
-/// x_rows x x_cols and y_rows x y_cols: each stored matrix's dims.
+/// x_rows x x_cols and y_rows x y_cols: each stored matrix's dims; `adjoint` as gemm's.
 inline void gemm_broadcast(const gpu_device& g, dtype t, bool transpose_x, bool transpose_y, std::int64_t m, std::int64_t n,
                            std::int64_t k, const tensor& x, std::int64_t x_rows, std::int64_t x_cols, const tensor& y,
                            std::int64_t y_rows, std::int64_t y_cols, tensor& c, const shape& x_batch, const shape& y_batch,
-                           const shape& out_batch) {
+                           const shape& out_batch, bool adjoint) {
   const cudaDataType_t type = cuda_type_of(t);
   const std::int64_t batch = out_batch.num_elements();
   const auto [alpha, beta, compute] = gemm_scalars(t, {m, n, k, x_cols, y_cols, batch});
@@ -865,7 +878,7 @@ inline void gemm_broadcast(const gpu_device& g, dtype t, bool transpose_x, bool 
   launch::batch_pointers_op(x.raw_data(), x_rows * x_cols * size, y.raw_data(), y_rows * y_cols * size, c.raw_data(),
                             m * n * size, plan, p, batch, g.stream());
   launched("a broadcast product's matrix pointers");
-  check(cublasGemmBatchedEx(g.blas(), transpose_y ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_x ? CUBLAS_OP_T : CUBLAS_OP_N,
+  check(cublasGemmBatchedEx(g.blas(), gemm_operation(t, transpose_y, adjoint), gemm_operation(t, transpose_x, adjoint),
                             static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), alpha, p + batch, type,
                             static_cast<int>(y_cols), p, type, static_cast<int>(x_cols), beta, p + 2 * batch, type,
                             static_cast<int>(n), static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
@@ -941,9 +954,9 @@ struct gpu_batch_matmul final : op_kernel {
     // An operand with as many matrices as the output lays them out in the output's order.
     if ((x_batch == batch || x_batch == 1) && (y_batch == batch || y_batch == 1))
       gemm(g, t_, adj_x_, adj_y_, m, n, k, x.raw_data(), xc, y.raw_data(), yc, c.raw_data(), batch,
-           x_batch == 1 ? 0 : xr * xc, y_batch == 1 ? 0 : yr * yc, m * n);
+           x_batch == 1 ? 0 : xr * xc, y_batch == 1 ? 0 : yr * yc, m * n, {}, true);
     else
-      gemm_broadcast(g, t_, adj_x_, adj_y_, m, n, k, x, xr, xc, y, yr, yc, c, x_batch_dims, y_batch_dims, *out_batch);
+      gemm_broadcast(g, t_, adj_x_, adj_y_, m, n, k, x, xr, xc, y, yr, yc, c, x_batch_dims, y_batch_dims, *out_batch, true);
   }
  private:
   dtype t_;
@@ -2543,8 +2556,8 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_reduce<launch::reduction::min>>("Min", "T", numbers);
     register_gpu_kernel_for<gpu_arg_reduce<true>>("ArgMax", "T", numbers);
     register_gpu_kernel_for<gpu_arg_reduce<false>>("ArgMin", "T", numbers);
-    register_gpu_kernel_for<gpu_matmul>("MatMul", "T", floats);
-    register_gpu_kernel_for<gpu_batch_matmul>("BatchMatMulV2", "T", floats);
+    register_gpu_kernel_for<gpu_matmul>("MatMul", "T", and_complex(floats));
+    register_gpu_kernel_for<gpu_batch_matmul>("BatchMatMulV2", "T", and_complex(floats));
     register_gpu_kernel_for<gpu_matrix_inverse>("MatrixInverse", "T", linalg_types);
     register_gpu_kernel_for<gpu_matrix_determinant>("MatrixDeterminant", "T", linalg_types);
     register_gpu_kernel_for<gpu_fused_matmul_bias_add>(ops::fused_matmul_bias_add_op, "T", {dtype::float32, dtype::bfloat16});
