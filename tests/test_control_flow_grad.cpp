@@ -343,7 +343,6 @@ TEST_CASE("control-flow gradients: the gradient of each iteration inside a loop 
   auto c = g.placeholder(dtype::float64, partial_shape(std::vector<std::int64_t>{3}), "c");
   auto a = g.placeholder(dtype::float64, partial_shape(std::vector<std::int64_t>{}), "a");
   auto n = g.placeholder(dtype::int64, partial_shape(std::vector<std::int64_t>{}), "n");
-  output da_sum{};
   auto out = while_loop(
       g, {i64(g, 0), g.constant(tensor::from_vector(std::vector<double>{0, 0, 0})), f64(g, 0)},
       [&](loop_scope& s, const std::vector<output>& v) { return op(g, "Less", {v[0], s.invariant(n)}); },

@@ -262,17 +262,24 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
   // A session's folds of MatMul (graph/passes/fuse_matmul.hpp) whose kernels a GPU has.
   CHECK(gpu_dtypes("_FusedMatMulBiasAdd").second == std::vector<dtype>{dtype::bfloat16, dtype::float32});
   CHECK(gpu_dtypes("_FusedMatMulReluGrad").second == std::vector<dtype>{dtype::bfloat16, dtype::float32});
+  // The folds of a convolution layer and of the updates (graph/passes/fuse_conv.hpp,
+  // fuse_matmul.hpp), which a session makes only where every device type has the kernel.
+  CHECK(gpu_dtypes("_FusedConv2DBiasAdd").second == std::vector<dtype>{dtype::bfloat16, dtype::float32});
+  CHECK(gpu_dtypes("_FusedMaxPoolGradReluGrad").second.size() == 4);
+  CHECK(gpu_dtypes("_FusedMatMulApplyGradientDescent").second == std::vector<dtype>{dtype::bfloat16, dtype::float32});
+  CHECK(gpu_dtypes("_FusedMatMulApplyAdam").second == std::vector<dtype>{dtype::float32});
 }
 
 // The differential test ([gpu], below) compares an op only where the CPU runs it on the
 // random inputs; ops those inputs never run must have a case of their own.
 TEST_CASE("the differential test's random inputs run every op with a GPU kernel on the CPU", "[host]") {
-  // The convolution and batch normalization cases' ops; Variable and AccumulatorPop, the
+  // The convolution, batch normalization and folds' cases' ops; Variable and AccumulatorPop, the
   // CPU's kernels registered on the GPU (they move no data: the training-step case and the
   // loops use them).
   const std::set<std::string> own_case{"BiasAdd", "Conv2D", "Conv2DBackpropFilter", "Conv2DBackpropInput", "AvgPoolGrad",
                                        "Variable", "AccumulatorPop", "_FusedMatMulBiasAdd", "_FusedMatMulReluGrad",
-                                       "FusedBatchNormV3", "FusedBatchNormGradV3"};
+                                       "FusedBatchNormV3", "FusedBatchNormGradV3", "_FusedConv2DBiasAdd",
+                                       "_FusedMatMulApplyGradientDescent", "_FusedMatMulApplyAdam"};
   std::vector<std::string> never;
   for (const auto& op : test::runnable_ops()) {
     const auto [attr, types] = gpu_dtypes(op);
@@ -1131,9 +1138,129 @@ TEST_CASE("a dense network on the GPU folds its bias, ReLU and ReluGrad into the
     CHECK(ops.count("_FusedMatMulBiasAdd" + where) == 2);  // h with its ReLU, logits without
     CHECK(ops.count("_FusedMatMulReluGrad" + where) == 1);  // h's gradient
     CHECK(ops.count("BiasAdd" + where) == 0);
+    CHECK(ops.count("_FusedMatMulApplyGradientDescent" + where) == 2);  // w1 and w2 updated by their products
   });
   for (int i = 0; i < 5; ++i) CHECK(losses[1][static_cast<std::size_t>(i)] == Approx(losses[0][static_cast<std::size_t>(i)]).epsilon(1e-4));
   CHECK(losses[1][4] < losses[1][0]);
+}
+
+// The ops each node ran as, with " GPU" or " CPU" after it, from a traced run.
+std::multiset<std::string> ops_run(session& s, const feed_list& feeds, const std::vector<endpoint>& fetches,
+                                   const std::vector<endpoint>& targets) {
+  run_metadata meta;
+  s.run(feeds, fetches, targets, {.trace = true}, &meta);
+  std::multiset<std::string> ops;
+  for (const auto& n : meta.stats.nodes) ops.insert(n.op + (n.device.find("GPU") != std::string::npos ? " GPU" : " CPU"));
+  return ops;
+}
+
+// A session on the GPU folds a convolution layer's BiasAdd and Relu into its Conv2D and the
+// ReluGrad into the MaxPoolGrad, as on the CPU; against a CPU session that folds nothing.
+TEST_CASE("a convolution layer on the GPU folds its bias, ReLU and ReLU gradient and equals the unfused nodes", "[gpu]") {
+  std::mt19937 rng(29);
+  auto random = [&](const shape& sh) {
+    std::vector<double> v(static_cast<std::size_t>(sh.num_elements()));
+    for (double& e : v) e = std::uniform_real_distribution<double>(-1, 1)(rng);
+    return tensor::from_vector(v, sh);
+  };
+  for (dtype t : {dtype::float32, dtype::bfloat16}) {
+    INFO(t);
+    const tensor xv = random(shape{2, 8, 8, 3}), fv = random(shape{3, 3, 3, 4}), bv = random(shape{4}), cv = random(shape{2, 4, 4, 4});
+    std::vector<tensor> results[2];
+    for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
+      graph g;
+      // Fed, so that constant folding leaves the layer's nodes to the devices.
+      const output xp = g.placeholder(dtype::float64, xv.shape(), "x").out(0), fp = g.placeholder(dtype::float64, fv.shape(), "f").out(0);
+      auto scope = g.device_scope(on_gpu ? "/device:GPU:0" : "/device:CPU:0");
+      auto cast = [&](const tensor& v) { return g.op("Cast", {g.constant(v).out(0)}, {{"DstT", t}}).out(0); };
+      const output x = g.op("Cast", {xp}, {{"DstT", t}}).out(0), f = g.op("Cast", {fp}, {{"DstT", t}}).out(0), b = cast(bv);
+      const attr_map conv{{"strides", std::vector<std::int64_t>{1, 1, 1, 1}}, {"padding", std::string("SAME")}};
+      const output r = g.op("Relu", {g.op("BiasAdd", {g.op("Conv2D", {x, f}, conv).out(0), b}).out(0)}).out(0);
+      const attr_map pool{{"ksize", std::vector<std::int64_t>{1, 2, 2, 1}}, {"strides", std::vector<std::int64_t>{1, 2, 2, 1}},
+                          {"padding", std::string("VALID")}};
+      const output mp = g.op("MaxPool", {r}, pool).out(0);
+      const output loss = g.op("Sum", {g.op("Mul", {mp, cast(cv)}).out(0),
+                                       g.constant(tensor::of<std::int32_t>({4}, {0, 1, 2, 3})).out(0)})
+                              .out(0);
+      const auto d = add_gradients(g, {loss}, {x, f, b});
+      session_options o;
+      if (on_gpu) o.device_count = {{"GPU", 1}};
+      else o.fuse_matmul = false;
+      session s(g, o);
+      const std::vector<endpoint> fetches{mp, d[0], d[1], d[2]};
+      const feed_list feeds{{xp, xv}, {fp, fv}};
+      const auto ops = ops_run(s, feeds, fetches, {});
+      if (on_gpu) {
+        CHECK(ops.count("_FusedConv2DBiasAdd GPU") == 1);
+        CHECK(ops.count("_FusedMaxPoolGradReluGrad GPU") == 1);
+        CHECK(ops.count("Relu GPU") + ops.count("ReluGrad GPU") + ops.count("MaxPoolGrad GPU") == 0);
+      } else {
+        CHECK(ops.count("Relu CPU") == 1);
+      }
+      results[on_gpu] = s.run(feeds, fetches);
+    }
+    const char* names[] = {"MaxPool", "the input's gradient", "the filter's gradient", "the bias's gradient"};
+    for (std::size_t i = 0; i < results[0].size(); ++i) {
+      INFO(names[i]);
+      CHECK(difference(results[1][i], results[0][i]) == "");
+    }
+  }
+}
+
+// A session on the GPU folds a weight's gradient-descent step into its product (one cuBLAS
+// call adds -rate a^T b into the variable) and mixed precision's Adam step into its bfloat16
+// product, as on the CPU; against a CPU session that folds nothing (Adam: which folds, the
+// CPU's step from the same float sums; unfolded, the gradient is rounded to bfloat16).
+TEST_CASE("the folded updates on the GPU equal the CPU's: gradient descent into the product and Adam on bfloat16 sums", "[gpu]") {
+  std::mt19937 rng(31);
+  auto random = [&](const shape& sh) {
+    std::vector<float> v(static_cast<std::size_t>(sh.num_elements()));
+    for (float& e : v) e = std::uniform_real_distribution<float>(-1, 1)(rng);
+    return tensor::from_vector(v, sh);
+  };
+  const std::int64_t m = 6, k = 9, n = 5;
+  for (dtype t : {dtype::float32, dtype::bfloat16})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool adam : {false, true}) {
+          if (adam && t != dtype::bfloat16) continue;  // Adam's fold: float32 state, a bfloat16 product
+          INFO(t << " transpose_a " << ta << " transpose_b " << tb << (adam ? " Adam" : " gradient descent"));
+          const tensor av = random(ta ? shape{k, m} : shape{m, k}), bv = random(tb ? shape{n, k} : shape{k, n});
+          const tensor w0 = random(shape{m, n}), m0 = random(shape{m, n}), v0 = random(shape{m, n});
+          std::vector<std::vector<tensor>> results;
+          for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
+            graph g;
+            auto scope = g.device_scope(on_gpu ? "/device:GPU:0" : "/device:CPU:0");
+            const dtype var_type = adam ? dtype::float32 : t;
+            auto cast = [&](const tensor& v, dtype to) { return g.op("Cast", {g.constant(v).out(0)}, {{"DstT", to}}).out(0); };
+            std::vector<output> vars;
+            std::vector<endpoint> inits;
+            for (const tensor* start : {&w0, &m0, &v0}) {
+              if (!adam && start != &w0) break;
+              vars.push_back(g.variable(var_type, shape{m, n}, "s" + std::to_string(vars.size())).out(0));
+              inits.emplace_back(g.op("Assign", {vars.back(), cast(*start, var_type)}));
+            }
+            const output product = g.op("MatMul", {cast(av, t), cast(bv, t)}, {{"transpose_a", ta}, {"transpose_b", tb}}).out(0);
+            auto scalar = [&](float v) { return cast(tensor::scalar(v), var_type); };
+            const node& step =
+                adam ? g.op("ApplyAdam", {vars[0], vars[1], vars[2], scalar(0.81f), scalar(0.998f), scalar(0.01f), scalar(0.9f),
+                                          scalar(0.999f), scalar(1e-7f), g.op("Cast", {product}, {{"DstT", dtype::float32}}).out(0)})
+                     : g.op("ApplyGradientDescent", {vars[0], scalar(0.25f), product});
+            session_options o;
+            if (on_gpu) o.device_count = {{"GPU", 1}};
+            else o.fuse_matmul = adam;  // the CPU's Adam reference folds too (the same float sums)
+            session s(g, o);
+            s.run(inits);
+            const auto ops = ops_run(s, {}, {}, {step});
+            const std::string fused = adam ? "_FusedMatMulApplyAdam" : "_FusedMatMulApplyGradientDescent";
+            CHECK(ops.count(fused + (on_gpu ? " GPU" : " CPU")) == (on_gpu || adam ? 1 : 0));
+            results.push_back(s.run({}, std::vector<endpoint>(vars.begin(), vars.end())));
+          }
+          for (std::size_t i = 0; i < results[0].size(); ++i) {
+            INFO("variable " << i);
+            CHECK(difference(results[1][i], results[0][i]) == "");
+          }
+        }
 }
 
 TEST_CASE("AssignAdd and AssignSub update a variable on the GPU by hand's values and keep a value read before", "[gpu]") {

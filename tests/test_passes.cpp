@@ -959,6 +959,34 @@ TEST_CASE("folding under train::minimize: control edges on the folded nodes move
   for (std::size_t i = 0; i < after[0].size(); ++i) CHECK(std::abs(after[0][i] - after[1][i]) <= 1e-6f);
 }
 
+TEST_CASE("folding under a device scope: the gradient's product folds into the update that goes with its variable") {
+  // minimize puts each update with its variable, outside the caller's device scope (device ""
+  // and the variable's colocation group); the gradient's MatMul asks for the scope's device.
+  // It folds where the variable asks for that device, and not where the variable asks for none
+  // (the fused node goes with the variable, which may be placed elsewhere).
+  for (bool variable_in_scope : {true, false}) {
+    INFO((variable_in_scope ? "the variable in the scope" : "the variable outside it"));
+    graph g;
+    auto x = g.placeholder(dtype::float32, {4, 3}, "x").out(0);
+    std::optional<output> w;
+    if (!variable_in_scope) w = g.variable(dtype::float32, {3, 2}, node_options("w")).out(0);
+    auto scope = g.device_scope("/device:CPU:0");
+    if (variable_in_scope) w = g.variable(dtype::float32, {3, 2}, node_options("w")).out(0);
+    auto& init = g.op("Assign", {*w, g.constant(tensor::of<float>({3, 2}, {0.5f, -1, 1, 0.25f, -0.5f, 2}))});
+    auto loss = g.op("Sum", {g.op("MatMul", {x, *w}).out(0), g.constant(tensor::of<std::int32_t>({2}, {0, 1}))}).out(0);
+    auto t = train::minimize(g, loss, {*w}, train::sgd{0.5f});
+    CHECK(passes::fusable_updates(g, {}, {}, {t.step.id()}).size() == (variable_in_scope ? 1u : 0u));
+    session s(g, fusing(1, true));
+    s.run({}, {}, {init});
+    const feed_list feeds{{"x", tensor::of<float>({4, 3}, {1, 2, 3, -1, 0, 1, 2, -2, 0.5f, 0, 1, -1})}};
+    CHECK(trace(s, feeds, {}, {t.step}).ops.count("_FusedMatMulApplyGradientDescent") == (variable_in_scope ? 1 : 0));
+    s.run({}, {}, {init});
+    s.run(feeds, {}, {t.step});
+    // d loss / d w = x^T 1: x's column sums [2, 1, 3.5] in each column of w; w - 0.5 of them.
+    CHECK(s.run({}, {*w}).at(0).to_vector<float>() == std::vector<float>{-0.5f, -2, 0.5f, -0.25f, -2.25f, 0.25f});
+  }
+}
+
 TEST_CASE("folding in bfloat16: a two-layer step folds as in float and lands within bfloat16 rounding of float's step") {
   // relu(x w1 + b1) w2 + b2, loss = the sum of its elements, one SGD step in bfloat16: both
   // BiasAdds (one with its Relu), the ReluGrad and both weights' updates fold. x is 48 x 300:

@@ -800,6 +800,17 @@ inline cublasOperation_t gemm_operation(dtype t, bool transposed, bool adjoint) 
   return adjoint && is_complex(t) ? CUBLAS_OP_C : CUBLAS_OP_T;
 }
 
+/// y (rows of `channels` values of dtype t in the device's memory) += bias per channel, then
+/// max(y, 0) where `relu`, in place: two passes of weft's kernels (a product's or a
+/// convolution's epilogue where the library applies none).
+inline void add_bias_in_place(const gpu_device& g, dtype t, void* y, std::int64_t rows, std::int64_t channels, const void* bias,
+                              bool relu, const char* who) {
+  const launch::elem e = elem_of(t, who);
+  launch::bias_add_op(e, y, bias, y, rows, channels, g.stream());
+  if (relu) launch::unary_op(launch::unary::relu, e, y, y, rows * channels, g.stream());
+  launched(who);
+}
+
 /// C [m, n] = op(A) op(B), all row-major, through column-major cuBLAS: C^T = op(B)^T op(A)^T.
 /// lda, ldb: the stored rows' lengths. batch > 1: strided batches. An epilogue (one product
 /// only) is cuBLASLt's where it has an algorithm for it and the bias is 16-byte aligned (8 is
@@ -850,11 +861,7 @@ inline bool gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_
                                      static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
           "cublasGemmStridedBatchedEx");
   }
-  if (!epilogue.bias) return false;
-  const launch::elem e = elem_of(t, "a matrix product's bias");
-  launch::bias_add_op(e, c, epilogue.bias, c, m, n, g.stream());
-  if (epilogue.relu) launch::unary_op(launch::unary::relu, e, c, c, m * n, g.stream());
-  launched("a matrix product's bias");
+  if (epilogue.bias) add_bias_in_place(g, t, c, m, n, epilogue.bias, epilogue.relu, "a matrix product's bias");
   return false;
 }
 
@@ -883,6 +890,32 @@ inline void gemm_broadcast(const gpu_device& g, dtype t, bool transpose_x, bool 
                             static_cast<int>(y_cols), p, type, static_cast<int>(x_cols), beta, p + 2 * batch, type,
                             static_cast<int>(n), static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
         "cublasGemmBatchedEx");
+}
+
+/// C [m, n] = alpha op(A) op(B) + beta C through cublasGemmEx, row-major as gemm(): A and B
+/// of dtype `in`, C of dtype `out` (float32 sums of bfloat16 operands, say), float scalars
+/// read from device memory where `device_scalars` (alpha, then beta) and host memory
+/// otherwise. The fused updates' product: no cuBLASLt plan.
+inline void gemm_ex(const gpu_device& g, dtype in, dtype out, bool transpose_a, bool transpose_b, std::int64_t m,
+                    std::int64_t n, std::int64_t k, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, void* c,
+                    const float* alpha, const float* beta, bool device_scalars) {
+  (void)gemm_scalars(in, {m, n, k, lda, ldb});
+  const library_call call(g);
+  // The handle's pointer mode, set for this call only (the handle is shared: library_call
+  // holds its lock) and put back on every path.
+  struct pointer_mode {
+    cublasHandle_t h;
+    bool set;
+    ~pointer_mode() {
+      if (set) (void)cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
+    }
+  } mode{g.blas(), device_scalars};
+  if (device_scalars) check(cublasSetPointerMode(g.blas(), CUBLAS_POINTER_MODE_DEVICE), "cublasSetPointerMode");
+  check(cublasGemmEx(g.blas(), gemm_operation(in, transpose_b, false), gemm_operation(in, transpose_a, false), static_cast<int>(n),
+                     static_cast<int>(m), static_cast<int>(k), alpha, b, cuda_type_of(in), static_cast<int>(ldb), a,
+                     cuda_type_of(in), static_cast<int>(lda), beta, c, cuda_type_of(out), static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
 }
 
 /// The GPU kernel of MatMul.
@@ -979,12 +1012,9 @@ struct gpu_fused_matmul_bias_add final : op_kernel {
     if (c.num_elements() == 0) return;
     const auto& g = gpu_of(ctx.device());
     if (k == 0) {  // relu(0 + bias) in every row
-      const library_call call(g);
+      const current_device here(g.ordinal());
       check(cudaMemsetAsync(c.raw_data(), 0, c.bytes(), g.stream()), "cudaMemsetAsync");
-      const launch::elem e = elem_of(t_, "a matrix product's bias");
-      launch::bias_add_op(e, c.raw_data(), bias.raw_data(), c.raw_data(), m, n, g.stream());
-      if (relu_) launch::unary_op(launch::unary::relu, e, c.raw_data(), c.raw_data(), m * n, g.stream());
-      launched("_FusedMatMulBiasAdd");
+      add_bias_in_place(g, t_, c.raw_data(), m, n, bias.raw_data(), relu_, "_FusedMatMulBiasAdd");
       return;
     }
     (void)gemm(g, t_, transpose_a_, transpose_b_, m, n, k, a.raw_data(), a.shape()[1], b.raw_data(), b.shape()[1],
@@ -1933,11 +1963,14 @@ struct gpu_pool final : op_kernel {
 
 /// MaxPoolGrad(orig_input, orig_output, grad): each window's gradient to its first maximum;
 /// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first
-/// maximum. The CPU's checks (kernels/cpu/pooling.hpp's max_pool_grad_op).
+/// maximum. The CPU's checks (kernels/cpu/pooling.hpp's max_pool_grad_op). MaxPoolGrad's
+/// kernel is _FusedMaxPoolGradReluGrad's too: the gradient then ReluGrad's mask by the pool's
+/// input, in place (a second pass in the same node).
 template <bool Second>
 struct gpu_max_pool_grad final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_max_pool_grad(const node& n) : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)) {}
+  explicit gpu_max_pool_grad(const node& n)
+      : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)), masked_(n.op() == ops::fused_max_pool_grad_relu_grad_op) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0), y = ctx.input(1), grad = device_input(ctx, 2);
     const ops::geometry g = ops::make_geometry(x.shape(), w_.kh, w_.kw, x.rank() == 4 ? x.shape()[3] : 0, w_, "orig_input");
@@ -1948,11 +1981,16 @@ struct gpu_max_pool_grad final : op_kernel {
       launch::max_pool_grad_grad_op(t_, x.raw_data(), grad.raw_data(), out.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
     else
       launch::max_pool_grad_op(t_, x.raw_data(), grad.raw_data(), out.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
-    launched(Second ? "MaxPoolGradGrad" : "MaxPoolGrad");
+    if (masked_) {  // ReluGrad(out, x) in place: the gradient where the pool's input is above 0
+      launch::binary_op(launch::binary::relu_grad, t_, out.raw_data(), x.raw_data(), out.raw_data(), out.num_elements(),
+                        plan_for({&out.shape(), &x.shape()}, out.shape()), gpu_of(ctx.device()).stream());
+    }
+    launched(ctx.node().op().c_str());
   }
  private:
   launch::elem t_;
   ops::window_attrs w_;
+  bool masked_;  // _FusedMaxPoolGradReluGrad
 };
 
 /// The GPU kernel of AvgPoolGrad.
@@ -2197,18 +2235,25 @@ std::unique_ptr<conv_plan> make_conv_plan(const gpu_device& g, dtype t, const op
        " algorithm for this ", t, " convolution within ", conv_workspace_limit, " bytes of workspace, in NHWC or NCHW");
 }
 
-/// The GPU kernel of Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter.
+/// The GPU kernel of Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, and (the forward
+/// pass) of _FusedConv2DBiasAdd: the bias (and ReLU) applied to cuDNN's output in place, one
+/// pass of weft's kernels each, in the same node.
 template <conv_pass Pass>
 struct gpu_conv final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
-  explicit gpu_conv(const node& n) : t_(n.output_dtype(0)), w_(ops::window_attrs_of(n)) { (void)cudnn_type_of(t_); }
+  explicit gpu_conv(const node& n)
+      : t_(n.output_dtype(0)), w_(ops::window_attrs_of(n)), biased_(Pass == conv_pass::forward && n.op() == ops::fused_conv2d_bias_add_op),
+        relu_(biased_ && n.attr<bool>("relu")) {
+    (void)cudnn_type_of(t_);
+  }
   void compute(kernel_context& ctx) const override {
     const auto& g = gpu_of(ctx.device());
-    tensor x, f, dy;
+    tensor x, f, dy, bias;
     shape x_shape, f_shape;
     if constexpr (Pass == conv_pass::forward) {
       x = device_input(ctx, 0), f = device_input(ctx, 1);
       x_shape = x.shape(), f_shape = f.shape();
+      if (biased_) bias = device_input(ctx, 2);
     } else if constexpr (Pass == conv_pass::backprop_input) {
       x_shape = four_sizes(ctx, 0, "input_sizes"), f = device_input(ctx, 1), dy = device_input(ctx, 2);
       f_shape = f.shape();
@@ -2218,12 +2263,20 @@ struct gpu_conv final : op_kernel {
     }
     const ops::geometry geo = conv_geometry(x_shape, f_shape, w_);
     if constexpr (Pass != conv_pass::forward) require_gpu_shape(dy, geo.output_shape(), "out_backprop");
+    if (biased_ && (bias.rank() != 1 || bias.shape()[0] != geo.k))  // the CPU kernel's words
+      fail(error_code::invalid_argument, "bias must be a vector of the filter's ", geo.k, " output channels, got shape ",
+           bias.shape(), " (filter ", f_shape, ")");
     tensor& out = ctx.allocate_output(0, Pass == conv_pass::forward ? geo.output_shape()
                                          : Pass == conv_pass::backprop_input ? x_shape : f_shape);
     if (out.num_elements() == 0) return;
     const current_device here(g.ordinal());
+    // The fused node's bias and ReLU over a forward pass's output y.
+    const auto epilogue = [&](tensor& y) {
+      if (biased_) add_bias_in_place(g, t_, y.raw_data(), y.num_elements() / geo.k, geo.k, bias.raw_data(), relu_, "_FusedConv2DBiasAdd");
+    };
     if (geo.c == 0 || geo.n == 0 || geo.oh == 0 || geo.ow == 0 || geo.k == 0) {  // nothing to sum: zeros
       check(cudaMemsetAsync(out.raw_data(), 0, out.bytes(), g.stream()), "cudaMemsetAsync");
+      epilogue(out);
       return;
     }
     // Uneven padding: the convolution of the input's window, padding made explicit.
@@ -2277,6 +2330,7 @@ struct gpu_conv final : op_kernel {
         }
       }
       if (plan.nchw) result = transposed(g, result, from_nchw);
+      epilogue(plan.nchw ? result : out);
       if (window_grad) {
         copy_window(g, result, out, geo, run, false);  // out: the image's gradient, zeros where no window reads
       } else if (plan.nchw) {
@@ -2300,6 +2354,7 @@ struct gpu_conv final : op_kernel {
   }
   dtype t_;
   ops::window_attrs w_;
+  bool biased_, relu_;  // _FusedConv2DBiasAdd's bias, and its relu attr
   mutable std::mutex plans_mu_;
   mutable std::map<std::array<std::int64_t, 16>, std::unique_ptr<conv_plan>> plans_;
 };
@@ -2420,6 +2475,109 @@ struct gpu_apply final : op_kernel {
  private:
   launch::elem t_;
   bool nesterov_;
+};
+
+/// The variables of `refs` (the node's first reference inputs), in device memory, each of
+/// the product's shape {m, n} (or an error naming it, before anything is written); for the
+/// fused updates' update_in_place.
+inline void require_product_variables(const std::vector<resource_variable*>& refs, const std::vector<tensor*>& values,
+                                      const gpu_device& g, std::int64_t m, std::int64_t n) {
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (values[i]->shape() != shape{m, n})
+      fail(error_code::invalid_argument, "the product of shape ", shape{m, n}, " does not match variable '", refs[i]->name(),
+           "' of shape ", values[i]->shape());
+  for (tensor* t : values)
+    if (t->memory_space() == memory_space::host) *t = g.copy_from_host(*t);
+}
+
+/// The GPU kernel of _FusedMatMulApplyGradientDescent (float32, bfloat16; a session's fold of
+/// ApplyGradientDescent and the MatMul that alone gives its delta: graph/passes/fuse_matmul.hpp):
+/// var = -alpha op(a) op(b) + var as one cuBLAS product into the variable, alpha and beta
+/// read on the device (no wait for the learning rate); in bfloat16 the float sum rounded
+/// once, as the CPU's. Copied first where a reader holds the variable's value (so a or b may
+/// be the variable), shapes checked before anything is written, as ApplyGradientDescent.
+struct gpu_fused_matmul_gradient_descent final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
+  explicit gpu_fused_matmul_gradient_descent(const node& n)
+      : t_(n.attr<dtype>("T")), ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")) {
+    (void)cuda_type_of(t_);
+  }
+  void compute(kernel_context& ctx) const override {
+    std::shared_ptr<resource_variable> var = ctx.input_ref_shared(0);
+    const tensor alpha = device_input(ctx, 1), a = device_input(ctx, 2), b = device_input(ctx, 3);
+    if (alpha.num_elements() != 1)
+      fail(error_code::invalid_argument, "input 1 (alpha) must be a scalar, got shape ", alpha.shape());
+    const product_dims d = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
+    const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
+    const auto& g = gpu_of(ctx.device());
+    resource_variable::update_in_place(
+        {var.get()},
+        [&](const std::vector<tensor*>& v) {
+          require_product_variables({var.get()}, v, g, m, n);
+          if (m == 0 || n == 0 || k == 0) return;  // a product of zeros moves nothing
+          const tensor scalars(dtype::float32, shape{2}, g.get_allocator());  // -alpha, 1
+          float* s = static_cast<float*>(scalars.raw_data());
+          const current_device here(g.ordinal());
+          launch::negated_rate_op(elem_of(t_, ctx.node()), alpha.raw_data(), s, g.stream());
+          launched(ops::fused_matmul_gradient_descent_op);
+          gemm_ex(g, t_, t_, ta_, tb_, m, n, k, a.raw_data(), a.shape()[1], b.raw_data(), b.shape()[1], v[0]->raw_data(), s,
+                  s + 1, true);
+        },
+        [&g](const tensor& t) { return t.memory_space() == memory_space::host ? g.copy_from_host(t) : g.copy_on_device(t); });
+    ctx.set_output_ref(0, std::move(var));
+  }
+ private:
+  dtype t_;
+  bool ta_, tb_;
+};
+
+/// The GPU kernel of _FusedMatMulApplyAdam (a session's fold of mixed precision's float32
+/// ApplyAdam, the Cast and the bfloat16 MatMul that give its gradient): the product's float
+/// sums (cuBLAS, bfloat16 operands, a float32 result) are the gradient of ApplyAdam's kernel,
+/// in the same node; not rounded to bfloat16, as the CPU's. Checks and copies as ApplyAdam.
+struct gpu_fused_matmul_adam final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
+  explicit gpu_fused_matmul_adam(const node& n)
+      : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")), nesterov_(n.attr<bool>("use_nesterov")) {}
+  void compute(kernel_context& ctx) const override {
+    constexpr int refs = 3, scalars = 6;  // var, m, v; beta1_power, beta2_power, lr, beta1, beta2, epsilon
+    std::vector<std::shared_ptr<resource_variable>> held;
+    std::vector<resource_variable*> vars;
+    for (int i = 0; i < refs; ++i) vars.push_back(held.emplace_back(ctx.input_ref_shared(i)).get());
+    std::vector<tensor> h;
+    for (int i = refs; i < refs + scalars; ++i) {
+      h.push_back(device_input(ctx, i));
+      if (h.back().num_elements() != 1)
+        fail(error_code::invalid_argument, "input ", i, " (a hyperparameter) must be a scalar, got shape ", h.back().shape());
+    }
+    const tensor a = device_input(ctx, refs + scalars), b = device_input(ctx, refs + scalars + 1);
+    const product_dims d = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
+    const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
+    const auto& g = gpu_of(ctx.device());
+    resource_variable::update_in_place(
+        vars,
+        [&](const std::vector<tensor*>& v) {
+          require_product_variables(vars, v, g, m, n);
+          if (m == 0 || n == 0) return;
+          const current_device here(g.ordinal());
+          tensor grad(dtype::float32, shape{m, n}, g.get_allocator());  // the product's float sums
+          if (k == 0) {
+            check(cudaMemsetAsync(grad.raw_data(), 0, grad.bytes(), g.stream()), "cudaMemsetAsync");
+          } else {
+            static constexpr float one = 1, zero = 0;
+            gemm_ex(g, dtype::bfloat16, dtype::float32, ta_, tb_, m, n, k, a.raw_data(), a.shape()[1], b.raw_data(),
+                    b.shape()[1], grad.raw_data(), &one, &zero, false);
+          }
+          launch::apply_adam_op(launch::elem::f32, v[0]->raw_data(), v[1]->raw_data(), v[2]->raw_data(), h[0].raw_data(),
+                                h[1].raw_data(), h[2].raw_data(), h[3].raw_data(), h[4].raw_data(), h[5].raw_data(),
+                                grad.raw_data(), nesterov_, m * n, g.stream());
+          launched(ops::fused_matmul_adam_op);
+        },
+        [&g](const tensor& t) { return t.memory_space() == memory_space::host ? g.copy_from_host(t) : g.copy_on_device(t); });
+    ctx.set_output_ref(0, std::move(held[0]));
+  }
+ private:
+  bool ta_, tb_, nesterov_;
 };
 
 /// The GPU kernel of AssignAdd (Add) and AssignSub: the variable updated in place by the delta
@@ -2587,8 +2745,10 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_pool<false>>("AvgPool", "T", floats);
     register_gpu_kernel_for<gpu_max_pool_grad<false>>("MaxPoolGrad", "T", floats);
     register_gpu_kernel_for<gpu_max_pool_grad<true>>("MaxPoolGradGrad", "T", floats);
+    register_gpu_kernel_for<gpu_max_pool_grad<false>>(ops::fused_max_pool_grad_relu_grad_op, "T", floats);
     register_gpu_kernel_for<gpu_avg_pool_grad>("AvgPoolGrad", "T", floats);
     register_gpu_kernel_for<gpu_conv<conv_pass::forward>>("Conv2D", "T", floats);
+    register_gpu_kernel_for<gpu_conv<conv_pass::forward>>(ops::fused_conv2d_bias_add_op, "T", {dtype::float32, dtype::bfloat16});
     register_gpu_kernel_for<gpu_conv<conv_pass::backprop_input>>("Conv2DBackpropInput", "T", floats);
     register_gpu_kernel_for<gpu_conv<conv_pass::backprop_filter>>("Conv2DBackpropFilter", "T", floats);
     register_gpu_kernel<gpu_random<launch::distribution::uniform>>("RandomUniform");
@@ -2600,6 +2760,9 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_apply<optimizer::adam>>("ApplyAdam", "T", floats);
     register_gpu_kernel_for<gpu_apply<optimizer::adagrad>>("ApplyAdagrad", "T", floats);
     register_gpu_kernel_for<gpu_apply<optimizer::rms_prop>>("ApplyRMSProp", "T", floats);
+    register_gpu_kernel_for<gpu_fused_matmul_gradient_descent>(ops::fused_matmul_gradient_descent_op, "T",
+                                                               {dtype::float32, dtype::bfloat16});
+    register_gpu_kernel_for<gpu_fused_matmul_adam>(ops::fused_matmul_adam_op, "T", {dtype::float32});
     register_gpu_kernel<gpu_one_hot>("OneHot");
     register_gpu_kernel_for<gpu_softmax_xent>("SoftmaxCrossEntropyWithLogits", "T", floats);
     register_gpu_kernel_for<gpu_l2_loss>("L2Loss", "T", floats);

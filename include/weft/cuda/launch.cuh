@@ -630,6 +630,12 @@ __global__ void gradient_descent_kernel(T* var, const T* lr, const T* grad, std:
 }
 
 template <class T>
+__global__ void negated_rate_kernel(const T* lr, float* out) {
+  out[0] = -static_cast<float>(load(*lr));
+  out[1] = 1;
+}
+
+template <class T>
 __global__ void momentum_kernel(T* var, T* accum, const T* lr, const T* grad, const T* momentum, bool nesterov,
                                 std::int64_t n) {
   const auto a = load(*lr), mu = load(*momentum);
@@ -1295,6 +1301,14 @@ void apply_gradient_descent_op(elem t, void* var, const void* lr, const void* gr
     else
       kernels::gradient_descent_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
           static_cast<T*>(var), static_cast<const T*>(lr), static_cast<const T*>(grad), n);
+  });
+}
+
+void negated_rate_op(elem t, const void* lr, float* out, cudaStream_t s) {
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else kernels::negated_rate_kernel<T><<<1, 1, 0, s>>>(static_cast<const T*>(lr), out);
   });
 }
 

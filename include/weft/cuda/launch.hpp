@@ -237,6 +237,10 @@ void sparse_xent_op(elem t, const void* logits, const void* labels, bool labels_
 /// lr, beta1_power and the like are one element each in device memory.
 void apply_gradient_descent_op(elem t, void* var, const void* lr, const void* grad, std::int64_t n,
                                cudaStream_t stream);
+/// The scalars of a product that subtracts itself from a variable (_FusedMatMulApplyGradientDescent:
+/// var = -lr op(a) op(b) + 1 var, cuBLAS reading alpha and beta in device memory): out[0] =
+/// -lr (lr one element of type t in device memory), out[1] = 1, as float.
+void negated_rate_op(elem t, const void* lr, float* out, cudaStream_t stream);
 /// ApplyMomentum: accum = accum * momentum + grad; var -= lr * accum (or Nesterov's form).
 void apply_momentum_op(elem t, void* var, void* accum, const void* lr, const void* grad, const void* momentum,
                        bool nesterov, std::int64_t n, cudaStream_t stream);

@@ -75,7 +75,7 @@ inline std::vector<fusable_pool_relu_grad> fusable_pool_relu_grads(const graph& 
     const output gradients = rg.inputs()[0];
     const node& mpg = g.at(gradients.node);
     if (mpg.op() != "MaxPoolGrad" || gradients.port != 0 || mpg.inputs()[0] != rg.inputs()[1] ||
-        !readers.folds(mpg.id(), id) || !detail::folds_into(mpg, rg))
+        !readers.folds(mpg.id(), id) || !detail::folds_into(g, mpg, rg))
       continue;
     out.push_back({mpg.id(), id});
   }

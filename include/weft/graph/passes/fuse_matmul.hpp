@@ -89,9 +89,19 @@ inline bool fusable_dtype(const node& x) {
   const dtype t = x.attr<dtype>("T");
   return t == dtype::float32 || t == dtype::bfloat16;
 }
-/// Whether `inner` asks for no other device or colocation than `outer`, into which it folds.
-inline bool folds_into(const node& inner, const node& outer) {
-  return (inner.device().empty() || inner.device() == outer.device()) &&
+/// The device `n` asks for: its own, or where it has none, that of the node its colocation
+/// group is named after (an update colocated with its variable goes where the variable asks
+/// to be; empty: anywhere).
+inline const std::string& requested_device(const graph& g, const node& n) {
+  if (!n.device().empty() || n.colocation().empty()) return n.device();
+  const node* leader = g.find(n.colocation());
+  return leader ? leader->device() : n.device();
+}
+/// Whether `inner` asks for no other device or colocation than `outer`, into which it folds
+/// (the fused node takes outer's): a gradient's product made under a device scope folds into
+/// an update that asks for no device but goes with a variable on that device.
+inline bool folds_into(const graph& g, const node& inner, const node& outer) {
+  return (inner.device().empty() || inner.device() == requested_device(g, outer)) &&
          (inner.colocation().empty() || inner.colocation() == outer.colocation());
 }
 /// (MatMul, reader) ids for each node of op `op` (float or bfloat16), its outputs not fed,
@@ -106,7 +116,7 @@ inline std::vector<std::pair<int, int>> products_read_by(const graph& g, const r
     const output value = x.inputs()[static_cast<std::size_t>(input)];
     const node& product = g.at(value.node);
     if (product.op() == "MatMul" && value.port == 0 && fusable_dtype(product) && readers.folds(product.id(), id) &&
-        folds_into(product, x))
+        folds_into(g, product, x))
       out.emplace_back(product.id(), id);
   }
   return out;
@@ -152,11 +162,11 @@ inline std::vector<fusable_bias> biases_after(const graph& g, const std::vector<
     if (add.op() != "BiasAdd" || !fusable_dtype(add) || add.attr<std::string>("data_format") != "NHWC") continue;
     const output value = add.inputs()[0];
     const node& product = g.at(value.node);
-    if (product.op() != inner || value.port != 0 || !fusable_dtype(product) || !folds_into(product, add)) continue;
+    if (product.op() != inner || value.port != 0 || !fusable_dtype(product) || !folds_into(g, product, add)) continue;
     fusable_bias f{product.id(), id, -1};
     if (const int r = relu_of[static_cast<std::size_t>(id)];
         r >= 0 && readers.folds(product.id(), r) && readers.folds(id, r) && !readers.fed[static_cast<std::size_t>(r)] &&
-        folds_into(add, g.at(r)) && folds_into(product, g.at(r)))
+        folds_into(g, add, g.at(r)) && folds_into(g, product, g.at(r)))
       f.relu = r;
     else if (!readers.folds(product.id(), id) || readers.fed[static_cast<std::size_t>(id)])
       continue;
@@ -293,12 +303,12 @@ inline std::vector<fusable_adam> fusable_adams(const graph& g, const std::vector
     const output grad = apply.inputs()[9];
     const node& cast = g.at(grad.node);
     if (cast.op() != "Cast" || grad.port != 0 || cast.attr<dtype>("DstT") != dtype::float32 ||
-        cast.attr<dtype>("SrcT") != dtype::bfloat16 || !readers.folds(cast.id(), id) || !detail::folds_into(cast, apply))
+        cast.attr<dtype>("SrcT") != dtype::bfloat16 || !readers.folds(cast.id(), id) || !detail::folds_into(g, cast, apply))
       continue;
     const output value = cast.inputs()[0];
     const node& product = g.at(value.node);
     if (product.op() == "MatMul" && value.port == 0 && product.attr<dtype>("T") == dtype::bfloat16 &&
-        readers.folds(product.id(), id) && detail::folds_into(product, apply))
+        readers.folds(product.id(), id) && detail::folds_into(g, product, apply))
       out.push_back({product.id(), cast.id(), id});
   }
   return out;
