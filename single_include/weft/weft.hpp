@@ -10822,9 +10822,19 @@ inline bool fusable_dtype(const node& x) {
   const dtype t = x.attr<dtype>("T");
   return t == dtype::float32 || t == dtype::bfloat16;
 }
-/// Whether `inner` asks for no other device or colocation than `outer`, into which it folds.
-inline bool folds_into(const node& inner, const node& outer) {
-  return (inner.device().empty() || inner.device() == outer.device()) &&
+/// The device `n` asks for: its own, or where it has none, that of the node its colocation
+/// group is named after (an update colocated with its variable goes where the variable asks
+/// to be; empty: anywhere).
+inline const std::string& requested_device(const graph& g, const node& n) {
+  if (!n.device().empty() || n.colocation().empty()) return n.device();
+  const node* leader = g.find(n.colocation());
+  return leader ? leader->device() : n.device();
+}
+/// Whether `inner` asks for no other device or colocation than `outer`, into which it folds
+/// (the fused node takes outer's): a gradient's product made under a device scope folds into
+/// an update that asks for no device but goes with a variable on that device.
+inline bool folds_into(const graph& g, const node& inner, const node& outer) {
+  return (inner.device().empty() || inner.device() == requested_device(g, outer)) &&
          (inner.colocation().empty() || inner.colocation() == outer.colocation());
 }
 /// (MatMul, reader) ids for each node of op `op` (float or bfloat16), its outputs not fed,
@@ -10839,7 +10849,7 @@ inline std::vector<std::pair<int, int>> products_read_by(const graph& g, const r
     const output value = x.inputs()[static_cast<std::size_t>(input)];
     const node& product = g.at(value.node);
     if (product.op() == "MatMul" && value.port == 0 && fusable_dtype(product) && readers.folds(product.id(), id) &&
-        folds_into(product, x))
+        folds_into(g, product, x))
       out.emplace_back(product.id(), id);
   }
   return out;
@@ -10885,11 +10895,11 @@ inline std::vector<fusable_bias> biases_after(const graph& g, const std::vector<
     if (add.op() != "BiasAdd" || !fusable_dtype(add) || add.attr<std::string>("data_format") != "NHWC") continue;
     const output value = add.inputs()[0];
     const node& product = g.at(value.node);
-    if (product.op() != inner || value.port != 0 || !fusable_dtype(product) || !folds_into(product, add)) continue;
+    if (product.op() != inner || value.port != 0 || !fusable_dtype(product) || !folds_into(g, product, add)) continue;
     fusable_bias f{product.id(), id, -1};
     if (const int r = relu_of[static_cast<std::size_t>(id)];
         r >= 0 && readers.folds(product.id(), r) && readers.folds(id, r) && !readers.fed[static_cast<std::size_t>(r)] &&
-        folds_into(add, g.at(r)) && folds_into(product, g.at(r)))
+        folds_into(g, add, g.at(r)) && folds_into(g, product, g.at(r)))
       f.relu = r;
     else if (!readers.folds(product.id(), id) || readers.fed[static_cast<std::size_t>(id)])
       continue;
@@ -11026,12 +11036,12 @@ inline std::vector<fusable_adam> fusable_adams(const graph& g, const std::vector
     const output grad = apply.inputs()[9];
     const node& cast = g.at(grad.node);
     if (cast.op() != "Cast" || grad.port != 0 || cast.attr<dtype>("DstT") != dtype::float32 ||
-        cast.attr<dtype>("SrcT") != dtype::bfloat16 || !readers.folds(cast.id(), id) || !detail::folds_into(cast, apply))
+        cast.attr<dtype>("SrcT") != dtype::bfloat16 || !readers.folds(cast.id(), id) || !detail::folds_into(g, cast, apply))
       continue;
     const output value = cast.inputs()[0];
     const node& product = g.at(value.node);
     if (product.op() == "MatMul" && value.port == 0 && product.attr<dtype>("T") == dtype::bfloat16 &&
-        readers.folds(product.id(), id) && detail::folds_into(product, apply))
+        readers.folds(product.id(), id) && detail::folds_into(g, product, apply))
       out.push_back({product.id(), cast.id(), id});
   }
   return out;
@@ -11087,8 +11097,8 @@ inline void fuse_adams(graph& g, const std::vector<fusable_adam>& adams) {
 /// bit the two nodes' result (ops/nn_ops.hpp, kernels/cpu/pooling.hpp).
 ///
 /// A session does both beside the MatMul folds (under session_options::fuse_matmul), on its
-/// own copy of the graph, where every device is a CPU and the fused kernel of the dtype is
-/// registered. A fused node takes the id, name, device and colocation of the last node it
+/// own copy of the graph, where the fused kernel of the dtype is registered for every device
+/// type of the session (the CPU's and, since session 77, the GPU's). A fused node takes the id, name, device and colocation of the last node it
 /// replaces (graph::replace), with the control inputs of all of them.
 
 #include <utility>
@@ -11136,7 +11146,7 @@ inline std::vector<fusable_pool_relu_grad> fusable_pool_relu_grads(const graph& 
     const output gradients = rg.inputs()[0];
     const node& mpg = g.at(gradients.node);
     if (mpg.op() != "MaxPoolGrad" || gradients.port != 0 || mpg.inputs()[0] != rg.inputs()[1] ||
-        !readers.folds(mpg.id(), id) || !detail::folds_into(mpg, rg))
+        !readers.folds(mpg.id(), id) || !detail::folds_into(g, mpg, rg))
       continue;
     out.push_back({mpg.id(), id});
   }
@@ -16123,8 +16133,8 @@ class session {
   }
 
   /// Whether op's kernel of T = t is registered for every device type of the session: a
-  /// session folds into a fused op (graph/passes/fuse_matmul.hpp) only then (the CPU has them
-  /// all; the GPU has _FusedMatMulBiasAdd and _FusedMatMulReluGrad).
+  /// session folds into a fused op (graph/passes/fuse_matmul.hpp, fuse_conv.hpp) only then
+  /// (the CPU and the GPU have them all, for the dtypes each registers).
   bool registered_everywhere(const char* op, dtype t) const {
     return std::all_of(devices_.begin(), devices_.end(),
                        [&](const auto& d) { return kernel_registry::global().has(op, d->type(), {"T", t}); });

@@ -1990,7 +1990,7 @@ struct gpu_max_pool_grad final : op_kernel {
  private:
   launch::elem t_;
   ops::window_attrs w_;
-  bool masked_;  // _FusedMaxPoolGradReluGrad
+  bool masked_;  ///< _FusedMaxPoolGradReluGrad
 };
 
 /// The GPU kernel of AvgPoolGrad.
@@ -2354,7 +2354,7 @@ struct gpu_conv final : op_kernel {
   }
   dtype t_;
   ops::window_attrs w_;
-  bool biased_, relu_;  // _FusedConv2DBiasAdd's bias, and its relu attr
+  bool biased_, relu_;  ///< _FusedConv2DBiasAdd's bias, and its relu attr
   mutable std::mutex plans_mu_;
   mutable std::map<std::array<std::int64_t, 16>, std::unique_ptr<conv_plan>> plans_;
 };

@@ -473,8 +473,8 @@ class session {
   }
 
   /// Whether op's kernel of T = t is registered for every device type of the session: a
-  /// session folds into a fused op (graph/passes/fuse_matmul.hpp) only then (the CPU has them
-  /// all; the GPU has _FusedMatMulBiasAdd and _FusedMatMulReluGrad).
+  /// session folds into a fused op (graph/passes/fuse_matmul.hpp, fuse_conv.hpp) only then
+  /// (the CPU and the GPU have them all, for the dtypes each registers).
   bool registered_everywhere(const char* op, dtype t) const {
     return std::all_of(devices_.begin(), devices_.end(),
                        [&](const auto& d) { return kernel_registry::global().has(op, d->type(), {"T", t}); });

@@ -22,8 +22,8 @@
 /// bit the two nodes' result (ops/nn_ops.hpp, kernels/cpu/pooling.hpp).
 ///
 /// A session does both beside the MatMul folds (under session_options::fuse_matmul), on its
-/// own copy of the graph, where every device is a CPU and the fused kernel of the dtype is
-/// registered. A fused node takes the id, name, device and colocation of the last node it
+/// own copy of the graph, where the fused kernel of the dtype is registered for every device
+/// type of the session (the CPU's and, since session 77, the GPU's). A fused node takes the id, name, device and colocation of the last node it
 /// replaces (graph::replace), with the control inputs of all of them.
 #pragma once
 
