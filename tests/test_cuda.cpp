@@ -131,6 +131,13 @@ tensor uniform_floats(std::mt19937& rng, const std::vector<std::int64_t>& d) {
   return tensor::from_vector(v, shape(d));
 }
 
+// A float64 tensor of dims d, uniform in [-1, 1).
+tensor uniform_doubles(std::mt19937& rng, const shape& d) {
+  std::vector<double> v(static_cast<std::size_t>(d.num_elements()));
+  for (double& e : v) e = std::uniform_real_distribution<double>(-1, 1)(rng);
+  return tensor::from_vector(v, d);
+}
+
 // What a small classifier's graph gives its training (train_on_both): the placeholders of
 // its 8 x 5 features and 8 labels, its loss, its training step and its initializers.
 using classifier = std::tuple<output, output, output, int, std::vector<int>>;
@@ -616,11 +623,7 @@ TEST_CASE("convolutions, pooling and BiasAdd with their gradients match the CPU 
                                      {{2, 7, 6, 3}, {2, 2, 3, 4}, {1, 1, 1, 1}, "SAME"},
                                      {{2, 8, 8, 3}, {3, 3, 3, 4}, {1, 2, 2, 1}, "SAME"}};
   std::mt19937 rng(7);
-  auto random = [&](const shape& sh) {
-    std::vector<double> v(static_cast<std::size_t>(sh.num_elements()));
-    for (double& e : v) e = std::uniform_real_distribution<double>(-1, 1)(rng);
-    return tensor::from_vector(v, sh);
-  };
+  auto random = [&](const shape& sh) { return uniform_doubles(rng, sh); };
   for (dtype t : {dtype::float32, dtype::float64, dtype::float16, dtype::bfloat16}) {
     for (const auto& c : cases) {
       INFO(t << " x " << c.x << " filter " << c.f << " " << c.padding);
@@ -1158,11 +1161,7 @@ std::multiset<std::string> ops_run(session& s, const feed_list& feeds, const std
 // ReluGrad into the MaxPoolGrad, as on the CPU; against a CPU session that folds nothing.
 TEST_CASE("a convolution layer on the GPU folds its bias, ReLU and ReLU gradient and equals the unfused nodes", "[gpu]") {
   std::mt19937 rng(29);
-  auto random = [&](const shape& sh) {
-    std::vector<double> v(static_cast<std::size_t>(sh.num_elements()));
-    for (double& e : v) e = std::uniform_real_distribution<double>(-1, 1)(rng);
-    return tensor::from_vector(v, sh);
-  };
+  auto random = [&](const shape& sh) { return uniform_doubles(rng, sh); };
   for (dtype t : {dtype::float32, dtype::bfloat16}) {
     INFO(t);
     const tensor xv = random(shape{2, 8, 8, 3}), fv = random(shape{3, 3, 3, 4}), bv = random(shape{4}), cv = random(shape{2, 4, 4, 4});
@@ -1213,11 +1212,7 @@ TEST_CASE("a convolution layer on the GPU folds its bias, ReLU and ReLU gradient
 // CPU's step from the same float sums; unfolded, the gradient is rounded to bfloat16).
 TEST_CASE("the folded updates on the GPU equal the CPU's: gradient descent into the product and Adam on bfloat16 sums", "[gpu]") {
   std::mt19937 rng(31);
-  auto random = [&](const shape& sh) {
-    std::vector<float> v(static_cast<std::size_t>(sh.num_elements()));
-    for (float& e : v) e = std::uniform_real_distribution<float>(-1, 1)(rng);
-    return tensor::from_vector(v, sh);
-  };
+  auto random = [&](const shape& sh) { return uniform_floats(rng, sh.dims()); };
   const std::int64_t m = 6, k = 9, n = 5;
   for (dtype t : {dtype::float32, dtype::bfloat16})
     for (bool ta : {false, true})
