@@ -17,6 +17,11 @@
 //                                          (session_options::fuse_matmul: the bias and ReLU in
 //                                          cuBLASLt's epilogue, ReluGrad after the product)
 //   BM_lenet_step                          bench_training's LeNet's Adam step, batch 128 and 1024
+//   BM_lenet_step_unfused                  the same without the session's folds (since session
+//                                          77 the GPU folds a convolution's bias and ReLU and
+//                                          the pooling's ReLU gradient)
+//   BM_mlp_sgd_step, BM_mlp_sgd_step_unfused  the MLP's gradient-descent step, with and without
+//                                          the folds (each weight's update one product into it)
 // `bench_gpu --node-times` instead prints where the MLP's and LeNet's steps spend their time,
 // `bench_gpu --host-costs` the host's time a call of what a GPU node does, `bench_gpu
 // --conv-algos` cuDNN's algorithms for LeNet's convolutions, listed by its heuristics and timed.
@@ -289,12 +294,13 @@ std::unique_ptr<model_graph> lenet_graph(std::int64_t batch) {
   return m;
 }
 
-// A session running the model's Adam step, initialized, with a batch to feed (images all
-// 0.5, labels i % 10).
+// A session running the model's Adam (or gradient-descent: sgd) step, initialized, with a
+// batch to feed (images all 0.5, labels i % 10).
 struct training {
-  explicit training(model_graph& m, bool fuse = true) {
-    auto scope = m.g.device_scope("/device:GPU:0");  // the gradient and Adam's nodes too, as in the examples
-    const auto train = train::minimize(m.g, m.loss, m.vars, train::adam{0.001});
+  explicit training(model_graph& m, bool fuse = true, bool sgd = false) {
+    auto scope = m.g.device_scope("/device:GPU:0");  // the gradient and the updates too, as in the examples
+    const auto train = sgd ? train::minimize(m.g, m.loss, m.vars, train::sgd{0.01})
+                           : train::minimize(m.g, m.loss, m.vars, train::adam{0.001});
     targets = {train.step};
     session_options o = one_gpu();
     o.placement.soft = true;
@@ -315,8 +321,8 @@ struct training {
   std::vector<endpoint> targets;
 };
 
-void time_training_step(benchmark::State& state, model_graph& m, bool fuse = true) {
-  training t(m, fuse);
+void time_training_step(benchmark::State& state, model_graph& m, bool fuse = true, bool sgd = false) {
+  training t(m, fuse, sgd);
   t.run();
   for (auto _ : state) t.run();
   state.counters["examples/s"] = benchmark::Counter(double(m.image_dims[0]), benchmark::Counter::kIsIterationInvariantRate);
@@ -335,6 +341,21 @@ void BM_mlp_step_unfused(benchmark::State& state) {
 void BM_lenet_step(benchmark::State& state) {
   const auto m = lenet_graph(state.range(0));
   time_training_step(state, *m);
+}
+
+void BM_lenet_step_unfused(benchmark::State& state) {
+  const auto m = lenet_graph(state.range(0));
+  time_training_step(state, *m, false);
+}
+
+void BM_mlp_sgd_step(benchmark::State& state) {
+  const auto m = mlp_graph(state.range(0));
+  time_training_step(state, *m, true, true);
+}
+
+void BM_mlp_sgd_step_unfused(benchmark::State& state) {
+  const auto m = mlp_graph(state.range(0));
+  time_training_step(state, *m, false, true);
 }
 
 // `bench_gpu --node-times`: where the MLP's and the LeNet's steps (batch 128) spend their
@@ -561,6 +582,9 @@ BENCHMARK(BM_memcpy_pinned)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_mlp_step)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_mlp_step_unfused)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lenet_step)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lenet_step_unfused)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_mlp_sgd_step)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_mlp_sgd_step_unfused)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_executor_overhead)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_gpu_loop)->UseRealTime()->Unit(benchmark::kMillisecond);
 
