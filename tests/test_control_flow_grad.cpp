@@ -375,3 +375,115 @@ TEST_CASE("control-flow gradients: the gradient of each iteration inside a loop 
     CHECK(r[1].scalar_value<double>() == Approx(da).margin(1e-12));
   }
 }
+
+TEST_CASE("control-flow gradients: an iteration's gradient inside a loop body through a loop nested in it", "[control][grad]") {
+  // w <- w - 0.01 d/dw (w^m a), w^m by an inner loop that multiplies by w m times and a read
+  // from outside both loops: d/dw = m w^(m-1) a, and d/da (summed over the outer iterations)
+  // = sum_k w_k^m.
+  graph g;
+  auto a = g.placeholder(dtype::float64, partial_shape(std::vector<std::int64_t>{}), "a");
+  auto n = g.placeholder(dtype::int64, partial_shape(std::vector<std::int64_t>{}), "n");
+  auto m = g.placeholder(dtype::int64, partial_shape(std::vector<std::int64_t>{}), "m");
+  auto out = while_loop(
+      g, {i64(g, 0), f64(g, 1.5), f64(g, 0)},
+      [&](loop_scope& s, const std::vector<output>& v) { return op(g, "Less", {v[0], s.invariant(n)}); },
+      [&](loop_scope& s, const std::vector<output>& v) {
+        const output w = v[1], ai = s.invariant(a), mi = s.invariant(m);
+        auto power = while_loop(
+            g, {op(g, "ZerosLike", {v[0]}), op(g, "OnesLike", {w})},
+            [&](loop_scope& t, const std::vector<output>& u) { return op(g, "Less", {u[0], t.invariant(mi)}); },
+            [&](loop_scope& t, const std::vector<output>& u) {
+              return outs({op(g, "Add", {u[0], t.invariant(op(g, "OnesLike", {v[0]}))}), op(g, "Mul", {u[1], t.invariant(w)})});
+            },
+            while_options{"power", 10, -1});
+        const output loss = op(g, "Mul", {power[1], ai});
+        const auto d = add_gradients(g, s, {loss}, {w, ai});
+        return outs({op(g, "Add", {v[0], s.invariant(i64(g, 1))}), op(g, "Sub", {w, op(g, "Mul", {d[0], s.invariant(f64(g, 0.01))})}),
+                     op(g, "Add", {v[2], d[1]})});
+      },
+      while_options{"descent", 10, -1});
+  for (auto opts : {one_thread(), two_threads()}) {
+    session s(g, opts);
+    for (auto [nv, mv] : {std::pair<std::int64_t, std::int64_t>{0, 3}, {1, 0}, {1, 3}, {4, 2}, {5, 3}}) {
+      INFO("n = " << nv << ", m = " << mv);
+      const auto r = s.run({{a, tensor::scalar(0.8)}, {n, tensor::scalar(nv)}, {m, tensor::scalar(mv)}}, {out[1], out[2]});
+      double w = 1.5, da = 0;
+      const double mk = static_cast<double>(mv);
+      for (std::int64_t k = 0; k < nv; ++k) {
+        da += std::pow(w, mk);
+        w -= 0.01 * mk * std::pow(w, mk - 1) * 0.8;
+      }
+      CHECK(r[0].scalar_value<double>() == Approx(w).epsilon(1e-12));
+      CHECK(r[1].scalar_value<double>() == Approx(da).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("control-flow gradients: nested loops' accumulators inside a loop body are kept apart per iteration of the body", "[control][grad]") {
+  // Each iteration of the outer loop takes d/da of a^m (m multiplications by a in an inner
+  // loop) on its own: no iteration waits for another, so with ten in flight their inner
+  // loops' accumulators share names and differ by the outer iteration. The sum: n m a^(m-1).
+  graph g;
+  auto a = g.placeholder(dtype::float64, partial_shape(std::vector<std::int64_t>{}), "a");
+  auto n = g.placeholder(dtype::int64, partial_shape(std::vector<std::int64_t>{}), "n");
+  auto m = g.placeholder(dtype::int64, partial_shape(std::vector<std::int64_t>{}), "m");
+  auto out = while_loop(
+      g, {i64(g, 0), f64(g, 0)},
+      [&](loop_scope& s, const std::vector<output>& v) { return op(g, "Less", {v[0], s.invariant(n)}); },
+      [&](loop_scope& s, const std::vector<output>& v) {
+        const output ai = s.invariant(a), mi = s.invariant(m);
+        auto power = while_loop(
+            g, {op(g, "ZerosLike", {v[0]}), op(g, "OnesLike", {ai})},
+            [&](loop_scope& t, const std::vector<output>& u) { return op(g, "Less", {u[0], t.invariant(mi)}); },
+            [&](loop_scope& t, const std::vector<output>& u) {
+              return outs({op(g, "Add", {u[0], t.invariant(op(g, "OnesLike", {v[0]}))}), op(g, "Mul", {u[1], t.invariant(ai)})});
+            },
+            while_options{"power", 10, -1});
+        const auto d = add_gradients(g, s, {power[1]}, {ai});
+        return outs({op(g, "Add", {v[0], s.invariant(i64(g, 1))}), op(g, "Add", {v[1], d[0]})});
+      },
+      while_options{"sum", 10, -1});
+  for (auto opts : {one_thread(), two_threads()}) {
+    session s(g, opts);
+    for (int repeat = 0; repeat < 5; ++repeat)
+      for (auto [nv, mv] : {std::pair<std::int64_t, std::int64_t>{6, 3}, {10, 4}, {3, 0}}) {
+        INFO("n = " << nv << ", m = " << mv);
+        const auto r = s.run({{a, tensor::scalar(1.25)}, {n, tensor::scalar(nv)}, {m, tensor::scalar(mv)}}, {out[1]});
+        const double mk = static_cast<double>(mv);
+        CHECK(r[0].scalar_value<double>() == Approx(static_cast<double>(nv) * mk * std::pow(1.25, mk - 1)).epsilon(1e-12));
+      }
+  }
+}
+
+TEST_CASE("control-flow gradients: inside the body of a loop that is itself in a loop, through a third loop, an error says so", "[control][grad]") {
+  graph g;
+  auto a = g.placeholder(dtype::float64, partial_shape(std::vector<std::int64_t>{}), "a");
+  auto three = [&](loop_scope& s, const std::vector<output>& v) { return op(g, "Less", {v[0], s.invariant(i64(g, 3))}); };
+  auto count = [&](loop_scope& s, output i) { return op(g, "Add", {i, s.invariant(i64(g, 1))}); };
+  test::require_error(
+      [&] {
+        while_loop(
+            g, {i64(g, 0), f64(g, 0)}, three,
+            [&](loop_scope& s0, const std::vector<output>& v0) {
+              const output a0 = s0.invariant(a);
+              auto middle = while_loop(
+                  g, {op(g, "ZerosLike", {v0[0]}), v0[1]}, three,
+                  [&](loop_scope& s1, const std::vector<output>& v1) {
+                    const output a1 = s1.invariant(a0);
+                    auto inner = while_loop(
+                        g, {op(g, "ZerosLike", {v1[0]}), op(g, "OnesLike", {a1})}, three,
+                        [&](loop_scope& s2, const std::vector<output>& v2) {
+                          return outs({count(s2, v2[0]), op(g, "Mul", {v2[1], s2.invariant(a1)})});
+                        },
+                        while_options{"inner", 10, -1});
+                    const auto d = add_gradients(g, s1, {inner[1]}, {a1});
+                    return outs({count(s1, v1[0]), op(g, "Add", {v1[1], d[0]})});
+                  },
+                  while_options{"middle", 10, -1});
+              return outs({count(s0, v0[0]), middle[1]});
+            },
+            while_options{"outer", 10, -1});
+      },
+      {"weft::add_gradients", "reaches a loop nested in it", "is itself inside a loop",
+       "built in the body of an outermost loop only"});
+}

@@ -128,6 +128,30 @@ TEST_CASE("dsl control flow: cond runs one branch, with its result type and grad
   }
 }
 
+TEST_CASE("dsl control flow: grad inside a while_loop body through a loop nested in the body", "[dsl][control][grad]") {
+  // w <- w - 0.01 d/dw (w^3 a), w^3 by an inner loop that multiplies by w three times:
+  // d/dw = 3 w^2 a, by hand; and the sum over the iterations of d/da (w_k^3 a) = w_k^3.
+  auto a = placeholder<double>("a", dims<>);
+  auto out = while_loop([&](auto i, auto, auto) { return i < 5; },
+                        [&](auto i, auto w, auto da) {
+                          auto cube = hana::at_c<1>(while_loop([&](auto j, auto) { return j < 3; },
+                                                               [&](auto j, auto v) { return hana::make_tuple(j + 1, v * w); },
+                                                               hana::make_tuple(constant(0), constant(1.0))));
+                          auto loss = cube * a;
+                          return hana::make_tuple(i + 1, w - grad(loss, w) * 0.01, da + grad(loss, a));
+                        },
+                        hana::make_tuple(constant(0), constant(1.5), constant(0.0)));
+  client_session s;
+  auto [w, da] = s.run(fetch(hana::at_c<1>(out), hana::at_c<2>(out)), feed(a, 0.8));
+  double wh = 1.5, dah = 0;
+  for (int k = 0; k < 5; ++k) {
+    dah += wh * wh * wh;
+    wh -= 0.01 * 3 * wh * wh * 0.8;
+  }
+  CHECK(w.scalar() == Approx(wh).epsilon(1e-12));
+  CHECK(da.scalar() == Approx(dah).epsilon(1e-12));
+}
+
 TEST_CASE("dsl control flow: nested loops and a cond in a loop, capturing outer values", "[dsl][control][grad]") {
   auto a = placeholder<double>("a", dims<>);
   auto n = placeholder<std::int32_t>("n", dims<>);

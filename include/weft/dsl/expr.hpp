@@ -236,6 +236,18 @@ class lowering {
     return add_here(op, std::move(inputs), std::move(attrs), scope, name, merge, std::move(controls));
   }
 
+  /// Adds op(inputs) here as they are: neither hoisted out of the loop nor its inputs entered
+  /// (a gradient's loop structure, whose inputs are already in the frames they must be in);
+  /// a node without inputs waits on the body's pivot, as add() makes it.
+  output add_in_place(std::string_view op, std::vector<output> inputs, attr_map attrs, const scope_info* scope) {
+    std::vector<int> controls;
+    if (parent_ && inputs.empty())
+      for (int p : hooks_->pivot()) controls.push_back(p);
+    const output o = add_here(op, std::move(inputs), std::move(attrs), scope, {}, true, std::move(controls));
+    adopt(o);
+    return o;
+  }
+
  private:
   output add_here(std::string_view op, std::vector<output> inputs, attr_map attrs, const scope_info* scope,
                   std::string_view name, bool merge, std::vector<int> controls) {

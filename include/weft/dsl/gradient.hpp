@@ -125,6 +125,11 @@ class lowering_gradient_builder final : public gradient_builder {
   graph* mutable_graph() override { return &cx_.target(); }  ///< the backward loop of a while loop
   /// A lowering inside a loop's body (or a branch) adds its nodes there (dsl/expr.hpp).
   bool builds_in_loop_body() const override { return cx_.parent() != nullptr; }
+  void adopt(output o) override { cx_.adopt(o); }  ///< what reads o stays in this lowering's frame
+  /// Added where its inputs are, not hoisted (lowering::add_in_place).
+  output add_in_place(std::string_view op, std::vector<output> inputs, attr_map attrs) override {
+    return cx_.add_in_place(op, std::move(inputs), std::move(attrs), scope_);
+  }
   lowering& target_lowering() const noexcept { return cx_; }
   const scope_info* scope() const noexcept { return scope_; }
 

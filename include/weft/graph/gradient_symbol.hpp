@@ -53,6 +53,16 @@ class gradient_builder {
   /// lowering inside a while_loop's body: constants take the body's pivot, outer values
   /// enter), so that a gradient of values inside one loop iteration can be taken there.
   virtual bool builds_in_loop_body() const { return false; }
+  /// Marks o, added to the graph directly (mutable_graph()), as made in the frame the builder
+  /// adds to: a DSL lowering in a loop body then keeps what reads it there rather than
+  /// hoisting it out of the loop (nothing to do for a plain graph's builder).
+  virtual void adopt(output) {}
+  /// As add(), but the node goes in the frame of its inputs as they are, never moved out of
+  /// the loop body the builder builds in (a loop's Enter, Merge, Switch and pushes, and the
+  /// nodes of a backward loop's body); the same as add() for a plain graph's builder.
+  virtual output add_in_place(std::string_view op, std::vector<output> inputs, attr_map attrs) {
+    return add(op, std::move(inputs), std::move(attrs));
+  }
 };
 
 /// A tensor of the graph being extended, with the arithmetic gradient rules use.

@@ -136,7 +136,7 @@ class frame_context final : public gradient_builder {
     if (!parent_) return base_.add(op, std::move(inputs), std::move(attrs));
     if (inputs.empty()) return scope_->invariant(parent_->add(op, {}, std::move(attrs)));
     for (auto& in : inputs) in = bring(in);
-    return base_.add(op, std::move(inputs), std::move(attrs));
+    return base_.add_in_place(op, std::move(inputs), std::move(attrs));  // in the backward loop's body
   }
   output bring(output o);
   /// What the symbols of this frame are built with: the base builder itself at the root (a
@@ -144,6 +144,7 @@ class frame_context final : public gradient_builder {
   gradient_builder& symbols() noexcept { return parent_ ? static_cast<gradient_builder&>(*this) : base_; }
 
   int forward_frame() const noexcept { return frame_; }
+  bool is_root() const noexcept { return parent_ == nullptr; }  ///< the context the gradient is taken in
   output forward_path() const noexcept { return forward_path_; }  ///< the forward loop's iteration path, in its frame
   const std::vector<std::pair<output, std::string>>& pushes() const noexcept { return pushes_; }
 
@@ -174,6 +175,11 @@ struct gradient_pass {
   /// The frame the gradient is taken in: 0 (the root), or the frame of a loop body whose
   /// iteration holds every x and y (a gradient per iteration, built inside the body).
   int root_frame = 0;
+  /// In a loop body (root_frame), the body's iteration as a vector [k], made when a loop
+  /// nested in the body needs it (root_path()): the first entry of the paths its forward and
+  /// backward loops key their accumulators by, so that iterations of the body in flight
+  /// together keep their values apart.
+  output root_iteration{};
 
   explicit gradient_pass(gradient_builder& b) : base(b), g(b.target()), n(g.size()), frames(passes::find_frames(g, false)) {
     if (const graph* target = b.mutable_graph()) callers_device = target->current_device_scope();
@@ -197,12 +203,13 @@ struct gradient_pass {
     it->second.assign(1, s);
     return s;
   }
-  /// A constant in forward frame f (entered into each loop around it).
+  /// A constant in forward frame f (entered into each loop around it; in the frame the
+  /// gradient is taken in, the builder's own: a loop body's follows its pivot).
   output forward_constant(int f, const tensor& t) {
-    if (f == 0) return base.add("Const", {}, {{"value", t}, {"dtype", t.dtype()}});
+    if (f == 0 || f == root_frame) return base.add("Const", {}, {{"value", t}, {"dtype", t.dtype()}});
     const loop_structure& L = loop(f);
-    return base.add("Enter", {forward_constant(frames.info(f).parent, t)},
-                    {{"frame_name", L.frame_name}, {"is_constant", true}, {"parallel_iterations", L.parallel_iterations}});
+    return base.add_in_place("Enter", {forward_constant(frames.info(f).parent, t)},
+                             {{"frame_name", L.frame_name}, {"is_constant", true}, {"parallel_iterations", L.parallel_iterations}});
   }
 
   /// The nodes of forward frame f, in reverse topological order, a loop nested in f counting
@@ -212,6 +219,11 @@ struct gradient_pass {
   /// The gradient of the loop of frame f, a unit of ctx's frame: a backward loop that runs
   /// as many iterations, from the last to the first, on the values the forward loop pushed.
   void differentiate_loop(frame_context& ctx, int f);
+  /// The iteration path of ctx's forward frame in that frame: empty at the root; in the loop
+  /// body the gradient is taken in, [k], the body's iteration (a counter added to that loop,
+  /// which is still being built: its Enter, Merge, Switch on the loop's LoopCond and
+  /// NextIteration); in a backward loop's context, the forward loop's path.
+  output forward_path(frame_context& ctx);
 };
 
 #ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
@@ -241,7 +253,7 @@ WEFT_DETAIL_RUNTIME_INLINE output frame_context::bring(output o) {
     it->second = scope_->invariant(parent_->bring(p.inputs()[0]));
   } else if (f == frame_) {
     const std::string name = p.name() + ":" + std::to_string(o.port) + "/" + std::to_string(target().size());
-    it->second = base_.add("AccumulatorPop", {key_},
+    it->second = base_.add_in_place("AccumulatorPop", {key_},
                            {{"accumulator", name}, {"dtype", p.output_dtype(o.port)}, {"shape", p.output_shape(o.port)}});
     pushes_.emplace_back(o, name);
   } else {
@@ -357,6 +369,34 @@ WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::sweep(frame_context& ctx, int f) 
 #endif
 
 #ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE output gradient_pass::forward_path(frame_context& ctx) {
+  if (!ctx.is_root()) return ctx.forward_path();
+  if (root_frame == 0 || root_iteration.node >= 0) return root_iteration;
+  graph* mg = base.mutable_graph();
+  const passes::frame& body = frames.info(root_frame);
+  if (!mg || body.depth != 1)
+    fail(error_code::unimplemented, "weft::add_gradients: the gradient inside the body of loop '", body.name,
+         "' reaches a loop nested in it, and '", body.name,
+         "' is itself inside a loop; an iteration's gradient through a nested loop is built in the body of an outermost loop only");
+  int loop_cond = -1;
+  for (int id = 0; id < n && loop_cond < 0; ++id)
+    if (frames.of(id) == root_frame && g.at(id).def().control == flow::loop_cond) loop_cond = id;
+  if (loop_cond < 0) fail(error_code::internal, "weft::add_gradients: the loop '", body.name, "' has no LoopCond");
+  // The counter: [0] entered from the root, [k + 1] to the next iteration; it leaves by no
+  // Exit. Its Enter (of a root constant) is added to the graph directly and adopted as the
+  // body's: a DSL lowering would hoist a node that reads nothing of the body.
+  const output start = mg->op("Const", {}, {{"value", tensor::from_vector(std::vector<std::int64_t>{0})}, {"dtype", dtype::int64}}).out(0);
+  const output enter =
+      mg->op("Enter", {start}, {{"frame_name", body.name}, {"parallel_iterations", body.parallel_iterations}}).out(0);
+  base.adopt(enter);
+  const output merge = base.add_in_place("Merge", {enter, enter}, {});
+  const output sw = base.add_in_place("Switch", {merge, g.at(loop_cond).out(0)}, {});
+  root_iteration = base.add_in_place("Identity", {output{sw.node, 1}}, {});
+  const output one = base.add_in_place("Const", {}, {{"value", tensor::from_vector(std::vector<std::int64_t>{1})}, {"dtype", dtype::int64}});
+  mg->close_loop(merge.node, base.add_in_place("NextIteration", {base.add_in_place("Add", {root_iteration, one}, {})}, {}));
+  return root_iteration;
+}
+
 WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
   const loop_structure& L = loop(f);
   bool flows = false;
@@ -373,17 +413,19 @@ WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::differentiate_loop(frame_context&
   // The forward loop counts its iterations in a path variable [outer iterations..., i],
   // and pushes what the backward loop reads (closed below, once that is known).
   const output loop_cond = g.at(L.loop_cond).out(0);
-  output start = forward_constant(ctx.forward_frame(), tensor::from_vector(std::vector<std::int64_t>{0}));
-  if (ctx.forward_frame() != 0)
-    start = base.add("ConcatV2", {ctx.forward_path(), start, forward_constant(ctx.forward_frame(), tensor::scalar(std::int32_t{0}))},
-                     {{"N", std::int64_t{2}}});
-  const output path_enter = base.add("Enter", {start}, {{"frame_name", L.frame_name}, {"parallel_iterations", L.parallel_iterations}});
-  const output path_merge = base.add("Merge", {path_enter, path_enter}, {});
-  output path_switch = base.add("Switch", {path_merge, loop_cond}, {});
-  const output path_exit = base.add("Exit", {path_switch}, {});
-  added_forward[path_exit.node] = ctx.forward_frame();
+  const int here = ctx.is_root() ? root_frame : ctx.forward_frame();  // the frame the loop is entered from
+  output start = forward_constant(here, tensor::from_vector(std::vector<std::int64_t>{0}));
+  if (here != 0)
+    start = base.add_in_place("ConcatV2", {forward_path(ctx), start, forward_constant(here, tensor::scalar(std::int32_t{0}))},
+                              {{"N", std::int64_t{2}}});
+  const output path_enter =
+      base.add_in_place("Enter", {start}, {{"frame_name", L.frame_name}, {"parallel_iterations", L.parallel_iterations}});
+  const output path_merge = base.add_in_place("Merge", {path_enter, path_enter}, {});
+  output path_switch = base.add_in_place("Switch", {path_merge, loop_cond}, {});
+  const output path_exit = base.add_in_place("Exit", {path_switch}, {});
+  added_forward[path_exit.node] = here;
   path_switch.port = 1;
-  const output path_inside = base.add("Identity", {path_switch}, {});
+  const output path_inside = base.add_in_place("Identity", {path_switch}, {});
 
   // The backward loop's variables: the path of the iteration it undoes, then the gradient
   // of each floating-point loop variable, then a sum per invariant the gradient reaches.
@@ -446,6 +488,7 @@ WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::differentiate_loop(frame_context&
   options.name = "gradients/" + L.frame_name + "_grad";
   options.parallel_iterations = L.parallel_iterations;
   std::vector<output> exits = while_loop(*mg, init, cond, body, options);
+  for (const output& e : exits) base.adopt(e);  // made in ctx's frame (a loop body's, for a DSL lowering)
   for (std::size_t c = 0; c < carried.size(); ++c)
     pending[g.at(L.vars[carried[c]].enter).inputs()[0]].push_back(symbol(ctx.symbols(), exits[1 + c]));
   for (std::size_t s2 = 0; s2 < summed.size(); ++s2)
@@ -453,9 +496,10 @@ WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::differentiate_loop(frame_context&
 
   // Close the forward path: push, in order, what the backward loop pops, then count.
   output key = path_inside;
-  for (const auto& [value, name] : body_ctx->pushes()) key = base.add("AccumulatorPush", {key, value}, {{"accumulator", name}});
-  const output next = base.add("Add", {key, forward_constant(f, step_back)}, {});
-  mg->close_loop(path_merge.node, base.add("NextIteration", {next}, {}));
+  for (const auto& [value, name] : body_ctx->pushes())
+    key = base.add_in_place("AccumulatorPush", {key, value}, {{"accumulator", name}});
+  const output next = base.add_in_place("Add", {key, forward_constant(f, step_back)}, {});
+  mg->close_loop(path_merge.node, base.add_in_place("NextIteration", {next}, {}));
 }
 #endif
 
@@ -492,6 +536,14 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(gradient_builder& b
          "(add_gradients(g, scope, ys, xs), from the body function) or use the DSL's grad inside the while_loop body");
   if (one_body) {
     pass.root_frame = inner;
+    // The body's nodes and those of the loops nested in it (their LoopConds, the values their
+    // backward loops pop) are the builder's own: a DSL lowering enters anything else from
+    // outside the body.
+    for (int id = 0; id < n; ++id) {
+      int f = pass.frames.of(id);
+      while (f > 0 && f != inner) f = pass.frames.info(f).parent;
+      if (f == inner) b.adopt(g.at(id).out(0));
+    }
   } else {
     for (const auto& x : xs)
       if (pass.frames.out_frame(g.at(x).id()) != 0)  // g.at names a bad id
@@ -529,11 +581,6 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(gradient_builder& b
           if (!to_y[static_cast<std::size_t>(in.node)]) to_y[static_cast<std::size_t>(in.node)] = 1, changed = true;
   }
 
-  if (pass.root_frame != 0)
-    for (int id = 0; id < n; ++id)
-      if (pass.on_path(id) && pass.frames.out_frame(id) != pass.root_frame)
-        fail(error_code::unimplemented, "weft::add_gradients: the gradient inside a loop body reaches ", g.at(id).describe(),
-             ", of a loop nested in the body; an iteration's gradient through a nested loop is not built yet");
   detail::frame_context root(pass, b);
   for (std::size_t i = 0; i < ys.size(); ++i) {
     symbol y(root.symbols(), ys[i]);
