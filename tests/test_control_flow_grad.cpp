@@ -376,6 +376,20 @@ TEST_CASE("control-flow gradients: the gradient of each iteration inside a loop 
   }
 }
 
+namespace {
+// x^m (x a float64 scalar, m an int64 one) by a loop that multiplies by x m times, built
+// where x, m and the int64 scalar `like` are (a loop body: a loop nested in it).
+output power_by_loop(graph& g, output like, output x, output m) {
+  return while_loop(
+             g, {op(g, "ZerosLike", {like}), op(g, "OnesLike", {x})},
+             [&](loop_scope& t, const std::vector<output>& u) { return op(g, "Less", {u[0], t.invariant(m)}); },
+             [&](loop_scope& t, const std::vector<output>& u) {
+               return outs({op(g, "Add", {u[0], t.invariant(op(g, "OnesLike", {like}))}), op(g, "Mul", {u[1], t.invariant(x)})});
+             },
+             while_options{"power", 10, -1})[1];
+}
+}  // namespace
+
 TEST_CASE("control-flow gradients: an iteration's gradient inside a loop body through a loop nested in it", "[control][grad]") {
   // w <- w - 0.01 d/dw (w^m a), w^m by an inner loop that multiplies by w m times and a read
   // from outside both loops: d/dw = m w^(m-1) a, and d/da (summed over the outer iterations)
@@ -389,14 +403,7 @@ TEST_CASE("control-flow gradients: an iteration's gradient inside a loop body th
       [&](loop_scope& s, const std::vector<output>& v) { return op(g, "Less", {v[0], s.invariant(n)}); },
       [&](loop_scope& s, const std::vector<output>& v) {
         const output w = v[1], ai = s.invariant(a), mi = s.invariant(m);
-        auto power = while_loop(
-            g, {op(g, "ZerosLike", {v[0]}), op(g, "OnesLike", {w})},
-            [&](loop_scope& t, const std::vector<output>& u) { return op(g, "Less", {u[0], t.invariant(mi)}); },
-            [&](loop_scope& t, const std::vector<output>& u) {
-              return outs({op(g, "Add", {u[0], t.invariant(op(g, "OnesLike", {v[0]}))}), op(g, "Mul", {u[1], t.invariant(w)})});
-            },
-            while_options{"power", 10, -1});
-        const output loss = op(g, "Mul", {power[1], ai});
+        const output loss = op(g, "Mul", {power_by_loop(g, v[0], w, mi), ai});
         const auto d = add_gradients(g, s, {loss}, {w, ai});
         return outs({op(g, "Add", {v[0], s.invariant(i64(g, 1))}), op(g, "Sub", {w, op(g, "Mul", {d[0], s.invariant(f64(g, 0.01))})}),
                      op(g, "Add", {v[2], d[1]})});
@@ -432,14 +439,7 @@ TEST_CASE("control-flow gradients: nested loops' accumulators inside a loop body
       [&](loop_scope& s, const std::vector<output>& v) { return op(g, "Less", {v[0], s.invariant(n)}); },
       [&](loop_scope& s, const std::vector<output>& v) {
         const output ai = s.invariant(a), mi = s.invariant(m);
-        auto power = while_loop(
-            g, {op(g, "ZerosLike", {v[0]}), op(g, "OnesLike", {ai})},
-            [&](loop_scope& t, const std::vector<output>& u) { return op(g, "Less", {u[0], t.invariant(mi)}); },
-            [&](loop_scope& t, const std::vector<output>& u) {
-              return outs({op(g, "Add", {u[0], t.invariant(op(g, "OnesLike", {v[0]}))}), op(g, "Mul", {u[1], t.invariant(ai)})});
-            },
-            while_options{"power", 10, -1});
-        const auto d = add_gradients(g, s, {power[1]}, {ai});
+        const auto d = add_gradients(g, s, {power_by_loop(g, v[0], ai, mi)}, {ai});
         return outs({op(g, "Add", {v[0], s.invariant(i64(g, 1))}), op(g, "Add", {v[1], d[0]})});
       },
       while_options{"sum", 10, -1});

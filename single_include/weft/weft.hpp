@@ -8391,7 +8391,7 @@ struct gradient_pass {
   /// iteration holds every x and y (a gradient per iteration, built inside the body).
   int root_frame = 0;
   /// In a loop body (root_frame), the body's iteration as a vector [k], made when a loop
-  /// nested in the body needs it (root_path()): the first entry of the paths its forward and
+  /// nested in the body needs it (forward_path()): the first entry of the paths its forward and
   /// backward loops key their accumulators by, so that iterations of the body in flight
   /// together keep their values apart.
   output root_iteration{};
@@ -8469,7 +8469,7 @@ WEFT_DETAIL_RUNTIME_INLINE output frame_context::bring(output o) {
   } else if (f == frame_) {
     const std::string name = p.name() + ":" + std::to_string(o.port) + "/" + std::to_string(target().size());
     it->second = base_.add_in_place("AccumulatorPop", {key_},
-                           {{"accumulator", name}, {"dtype", p.output_dtype(o.port)}, {"shape", p.output_shape(o.port)}});
+                                    {{"accumulator", name}, {"dtype", p.output_dtype(o.port)}, {"shape", p.output_shape(o.port)}});
     pushes_.emplace_back(o, name);
   } else {
     it->second = scope_->invariant(parent_->bring(o));
