@@ -2413,6 +2413,22 @@ struct gpu_dropout final : op_kernel {
 
 // ---- optimizers: in place, with a device copy of a value still read elsewhere ----
 
+/// resource_variable::update_in_place on GPU g: `check(values)` (which fails before anything is
+/// written), then the values still in host memory moved into g's, then `run(values)`; a
+/// value a reader still holds is copied first (from host memory, or on the device).
+template <class Check, class Run>
+void update_on_gpu(const gpu_device& g, const std::vector<resource_variable*>& vars, Check&& check, Run&& run) {
+  resource_variable::update_in_place(
+      vars,
+      [&](const std::vector<tensor*>& v) {
+        check(v);
+        for (tensor* t : v)
+          if (t->memory_space() == memory_space::host) *t = g.copy_from_host(*t);
+        run(v);
+      },
+      [&g](const tensor& t) { return t.memory_space() == memory_space::host ? g.copy_from_host(t) : g.copy_on_device(t); });
+}
+
 /// The update rules the GPU applies in place (gpu_apply).
 enum class optimizer { gradient_descent, momentum, adagrad, rms_prop, adam };
 
@@ -2435,24 +2451,24 @@ struct gpu_apply final : op_kernel {
     std::vector<tensor> in;  // the other inputs, on the device
     for (int i = refs; i < ctx.num_inputs(); ++i) in.push_back(device_input(ctx, i));
     const auto& g = gpu_of(ctx.device());
-    resource_variable::update_in_place(
-        vars,
+    const tensor& grad = O == optimizer::momentum ? in[1] : in.back();
+    update_on_gpu(
+        g, vars,
         [&](const std::vector<tensor*>& v) {
           const shape& s = v[0]->shape();
           for (int i = 1; i < refs; ++i)
             if (v[static_cast<std::size_t>(i)]->shape() != s)
               fail(error_code::invalid_argument, "slot ", i, " of shape ", v[static_cast<std::size_t>(i)]->shape(),
                    " does not match the variable's shape ", s);
-          const tensor& grad = O == optimizer::momentum ? in[1] : in.back();
           if (grad.shape() != s)
             fail(error_code::invalid_argument, "the gradient of shape ", grad.shape(), " does not match the variable's shape ", s);
           for (std::size_t i = 0; i < in.size(); ++i)
             if (&in[i] != &grad && in[i].num_elements() != 1)
               fail(error_code::invalid_argument, "hyperparameter input ", refs + static_cast<int>(i), " must be a scalar, got shape ",
                    in[i].shape());
-          for (tensor* t : v)
-            if (t->memory_space() == memory_space::host) *t = g.copy_from_host(*t);
-          const std::int64_t n = s.num_elements();
+        },
+        [&](const std::vector<tensor*>& v) {
+          const std::int64_t n = v[0]->num_elements();
           if constexpr (O == optimizer::gradient_descent)
             launch::apply_gradient_descent_op(t_, v[0]->raw_data(), in[0].raw_data(), grad.raw_data(), n, g.stream());
           else if constexpr (O == optimizer::momentum)
@@ -2468,8 +2484,7 @@ struct gpu_apply final : op_kernel {
                                   in[1].raw_data(), in[2].raw_data(), in[3].raw_data(), in[4].raw_data(), in[5].raw_data(),
                                   grad.raw_data(), nesterov_, n, g.stream());
           launched(ctx.node().op().c_str());
-        },
-        [&g](const tensor& t) { return t.memory_space() == memory_space::host ? g.copy_from_host(t) : g.copy_on_device(t); });
+        });
     ctx.set_output_ref(0, std::move(held[0]));
   }
  private:
@@ -2477,17 +2492,14 @@ struct gpu_apply final : op_kernel {
   bool nesterov_;
 };
 
-/// The variables of `refs` (the node's first reference inputs), in device memory, each of
-/// the product's shape {m, n} (or an error naming it, before anything is written); for the
-/// fused updates' update_in_place.
+/// Fails unless the values of `refs` (the node's first reference inputs) each have the
+/// product's shape {m, n}, naming the variable: the fused updates' check (update_on_gpu).
 inline void require_product_variables(const std::vector<resource_variable*>& refs, const std::vector<tensor*>& values,
-                                      const gpu_device& g, std::int64_t m, std::int64_t n) {
+                                      std::int64_t m, std::int64_t n) {
   for (std::size_t i = 0; i < values.size(); ++i)
     if (values[i]->shape() != shape{m, n})
       fail(error_code::invalid_argument, "the product of shape ", shape{m, n}, " does not match variable '", refs[i]->name(),
            "' of shape ", values[i]->shape());
-  for (tensor* t : values)
-    if (t->memory_space() == memory_space::host) *t = g.copy_from_host(*t);
 }
 
 /// The GPU kernel of _FusedMatMulApplyGradientDescent (float32, bfloat16; a session's fold of
@@ -2510,10 +2522,9 @@ struct gpu_fused_matmul_gradient_descent final : op_kernel {
     const product_dims d = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
     const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
     const auto& g = gpu_of(ctx.device());
-    resource_variable::update_in_place(
-        {var.get()},
+    update_on_gpu(
+        g, {var.get()}, [&](const std::vector<tensor*>& v) { require_product_variables({var.get()}, v, m, n); },
         [&](const std::vector<tensor*>& v) {
-          require_product_variables({var.get()}, v, g, m, n);
           if (m == 0 || n == 0 || k == 0) return;  // a product of zeros moves nothing
           const tensor scalars(dtype::float32, shape{2}, g.get_allocator());  // -alpha, 1
           float* s = static_cast<float*>(scalars.raw_data());
@@ -2522,8 +2533,7 @@ struct gpu_fused_matmul_gradient_descent final : op_kernel {
           launched(ops::fused_matmul_gradient_descent_op);
           gemm_ex(g, t_, t_, ta_, tb_, m, n, k, a.raw_data(), a.shape()[1], b.raw_data(), b.shape()[1], v[0]->raw_data(), s,
                   s + 1, true);
-        },
-        [&g](const tensor& t) { return t.memory_space() == memory_space::host ? g.copy_from_host(t) : g.copy_on_device(t); });
+        });
     ctx.set_output_ref(0, std::move(var));
   }
  private:
@@ -2554,10 +2564,9 @@ struct gpu_fused_matmul_adam final : op_kernel {
     const product_dims d = matrix_product_dims(a.shape(), b.shape(), ta_, tb_);
     const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
     const auto& g = gpu_of(ctx.device());
-    resource_variable::update_in_place(
-        vars,
+    update_on_gpu(
+        g, vars, [&](const std::vector<tensor*>& v) { require_product_variables(vars, v, m, n); },
         [&](const std::vector<tensor*>& v) {
-          require_product_variables(vars, v, g, m, n);
           if (m == 0 || n == 0) return;
           const current_device here(g.ordinal());
           tensor grad(dtype::float32, shape{m, n}, g.get_allocator());  // the product's float sums
@@ -2572,8 +2581,7 @@ struct gpu_fused_matmul_adam final : op_kernel {
                                 h[1].raw_data(), h[2].raw_data(), h[3].raw_data(), h[4].raw_data(), h[5].raw_data(),
                                 grad.raw_data(), nesterov_, m * n, g.stream());
           launched(ops::fused_matmul_adam_op);
-        },
-        [&g](const tensor& t) { return t.memory_space() == memory_space::host ? g.copy_from_host(t) : g.copy_on_device(t); });
+        });
     ctx.set_output_ref(0, std::move(held[0]));
   }
  private:
@@ -2591,20 +2599,20 @@ struct gpu_assign_update final : op_kernel {
     auto var = ctx.input_ref_shared(0);
     const tensor delta = device_input(ctx, 1);
     const auto& g = gpu_of(ctx.device());
-    resource_variable::update_in_place(
-        {var.get()},
+    update_on_gpu(
+        g, {var.get()},
+        [&](const std::vector<tensor*>& v) {
+          if (v[0]->shape() != delta.shape())
+            fail(error_code::invalid_argument, "value of shape ", delta.shape(), " does not match variable '", var->name(),
+                 "' of shape ", v[0]->shape());
+        },
         [&](const std::vector<tensor*>& v) {
           tensor& value = *v[0];
-          if (value.shape() != delta.shape())
-            fail(error_code::invalid_argument, "value of shape ", delta.shape(), " does not match variable '", var->name(),
-                 "' of shape ", value.shape());
-          if (value.memory_space() == memory_space::host) value = g.copy_from_host(value);
           const auto plan = plan_for({&value.shape(), &delta.shape()}, value.shape());
           launch::binary_op(Add ? launch::binary::add : launch::binary::sub, t_, value.raw_data(), delta.raw_data(),
                             value.raw_data(), value.num_elements(), plan, g.stream());
           launched(ctx.node().op().c_str());
-        },
-        [&g](const tensor& t) { return t.memory_space() == memory_space::host ? g.copy_from_host(t) : g.copy_on_device(t); });
+        });
     ctx.set_output_ref(0, std::move(var));
   }
  private:
