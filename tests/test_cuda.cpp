@@ -201,7 +201,9 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "Transpose", "ConcatV2", "Split", "Slice", "Pad", "Tile",
                          "ZerosLike", "OnesLike", "UnsortedSegmentSum", "AccumulatorPush", "AccumulatorPop", "GatherNd",
                          "ScatterNd", "TensorScatterAdd", "TensorScatterUpdate", "SumToShape", "OneHot",
-                         "SoftmaxCrossEntropyWithLogits", "L2Loss", "ApplyAdagrad", "ApplyRMSProp"}) {
+                         "SoftmaxCrossEntropyWithLogits", "L2Loss", "ApplyAdagrad", "ApplyRMSProp", "Sin", "Cos",
+                         "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round", "Sign",
+                         "SquaredDifference"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -429,6 +431,14 @@ TEST_CASE("a fused subtree becomes CUDA source that NVRTC compiles, for every op
       {"LogicalAnd:bool(Equal:bool($complex64,$complex64),NotEqual:bool(Cast:complex128($complex64),$complex128))",
        {dtype::complex64, dtype::complex128}, dtype::boolean},
       {"Mul:complex64(Cast:complex64($float32),Cast:complex64(Cast:complex128($float16)))", {dtype::float32, dtype::float16}, dtype::complex64},
+      // Sin, Cos, ..., Sign and SquaredDifference in each float dtype, Sign of integers.
+      {"Round:float32(Floor:float32(Ceil:float32(Sign:float32(Erf:float32(Softplus:float32(Expm1:float32(Log1p:float32("
+       "Reciprocal:float32(Cos:float32(Sin:float32($float32)))))))))))",
+       {dtype::float32}, dtype::float32},
+      {"SquaredDifference:float16(Sign:float16($float16),Softplus:float16(Round:float16($float16)))", {dtype::float16}, dtype::float16},
+      {"SquaredDifference:bfloat16(Erf:bfloat16($bfloat16),Sin:bfloat16($bfloat16))", {dtype::bfloat16}, dtype::bfloat16},
+      {"SquaredDifference:float64(Round:float64($float64),Erf:float64(Expm1:float64($float64)))", {dtype::float64}, dtype::float64},
+      {"Cast:float32(Sign:int32($int32))", {dtype::int32}, dtype::float32},
   };
   int compiled = 0;
   for (const auto& s : samples) {

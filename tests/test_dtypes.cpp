@@ -111,6 +111,17 @@ TEMPLATE_TEST_CASE("float16 and bfloat16 unary math is the double result rounded
   check("Sqrt", xp, positive, [](double v) { return std::sqrt(v); });
   check("Rsqrt", xp, positive, [](double v) { return 1 / std::sqrt(v); });
   check("Log", xp, positive, [](double v) { return std::log(v); });
+  check("Sin", xm, mixed, [](double v) { return std::sin(v); });
+  check("Cos", xm, mixed, [](double v) { return std::cos(v); });
+  check("Reciprocal", xp, positive, [](double v) { return 1 / v; });
+  check("Log1p", xp, positive, [](double v) { return std::log1p(v); });
+  check("Expm1", xm, mixed, [](double v) { return std::expm1(v); });
+  check("Softplus", xm, mixed, [](double v) { return std::log1p(std::exp(v)); });
+  check("Erf", xm, mixed, [](double v) { return std::erf(v); });
+  check("Floor", xm, mixed, [](double v) { return std::floor(v); });
+  check("Ceil", xm, mixed, [](double v) { return std::ceil(v); });
+  check("Round", xm, mixed, [](double v) { return std::nearbyint(v); });  // the halves among them go to even
+  check("Sign", xm, mixed, [](double v) { return static_cast<double>((v > 0) - (v < 0)); });
 }
 
 TEMPLATE_TEST_CASE("float16 and bfloat16 binary ops and comparisons, in every broadcast form", "", half, bfloat16) {

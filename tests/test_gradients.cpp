@@ -67,6 +67,17 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
       {"Tanh", unary("Tanh"), {m23}},
       {"Sigmoid", unary("Sigmoid"), {m23}},
       {"Relu", unary("Relu"), {m23}},  // spread() keeps every value away from 0
+      {"Sin", unary("Sin"), {m23}},
+      {"Cos", unary("Cos"), {m23}},
+      {"Reciprocal", unary("Reciprocal"), {pos23}},
+      {"Log1p", unary("Log1p"), {{{2, 3}, -0.6, 2.0}}},
+      {"Expm1", unary("Expm1"), {m23}},
+      {"Softplus", unary("Softplus"), {{{2, 3}, -4, 4}}},
+      {"Erf", unary("Erf"), {m23}},
+      {"Floor, flat between its steps", unary("Floor"), {{{2, 3}, 0.1, 0.9}}},
+      {"Round, flat between its steps", unary("Round"), {{{2, 3}, 0.6, 1.4}}},
+      {"Sign, flat away from 0", unary("Sign"), {{{2, 3}, 0.2, 1.2}}},
+      {"SquaredDifference, a row broadcast", binary("SquaredDifference"), {m23, row3}},
       {"Abs", unary("Abs"), {m23}},
       {"ReluGrad, in its gradients", [](graph& g, const std::vector<output>& x) {
          auto f = g.constant(tensor::of<double>({2, 3}, {-1, 0.5, 2, -0.3, 0, 4}));

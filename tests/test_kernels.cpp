@@ -2,6 +2,7 @@
 #include "support/helpers.hpp"
 
 #include <bit>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -71,6 +72,72 @@ TEST_CASE("unary math matches the standard library") {
   CHECK(eval(g, g.op("Abs", {m})).to_vector<float>() == std::vector<float>{2, 0.5, 0, 3});
 }
 
+
+// 19 values: every packet width holds ordinary values beside the edges (NaN, infinities,
+// signed zeros, halves that Round takes to the even neighbour).
+TEST_CASE("Sin Cos Reciprocal Log1p Expm1 Softplus Erf Floor Ceil Round and Sign match the standard library") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> x{0.25, -0.5, 0.5, 1.5, 2.5, -2.5, 0.0, -0.0, 1e-10, -1e-10, 3.7, -3.2, 40, -40, 700, -745, inf, -inf, nan};
+  // Independent answers: the C library's, and log(1 + e^x) in long double for Softplus.
+  auto softplus = [](double v) {
+    if (std::isnan(v)) return v;
+    if (v > 50) return v;  // log(1 + e^v) = v + log1p(e^-v): v to every double digit
+    return static_cast<double>(std::log1p(std::exp(static_cast<long double>(v))));
+  };
+  const std::map<std::string, std::function<double(double)>> want{
+      {"Sin", [](double v) { return std::sin(v); }},     {"Cos", [](double v) { return std::cos(v); }},
+      {"Reciprocal", [](double v) { return 1 / v; }},    {"Log1p", [](double v) { return std::log1p(v); }},
+      {"Expm1", [](double v) { return std::expm1(v); }}, {"Softplus", softplus},
+      {"Erf", [](double v) { return std::erf(v); }},     {"Floor", [](double v) { return std::floor(v); }},
+      {"Ceil", [](double v) { return std::ceil(v); }},   {"Round", [](double v) { return std::nearbyint(v); }},
+      {"Sign", [](double v) { return std::isnan(v) ? v : static_cast<double>((v > 0) - (v < 0)); }}};
+  for (dtype t : {dtype::float64, dtype::float32}) {
+    graph g;
+    auto& v = g.op("Cast", {c<double>(g, {19}, x)}, {{"DstT", t}});
+    const auto input = eval(g, g.op("Cast", {v}, {{"DstT", dtype::float64}})).to_vector<double>();
+    for (const auto& [op, f] : want) {
+      INFO(op << " of " << t);
+      auto& y = g.op(op, {v});
+      REQUIRE(y.output_dtype(0) == t);
+      const auto got = eval(g, g.op("Cast", {y}, {{"DstT", dtype::float64}})).to_vector<double>();
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        INFO("x = " << input[i]);
+        double expected = f(input[i]);
+        if (t == dtype::float32) expected = static_cast<float>(expected);
+        // float32 within FLT_MIN of 0: Eigen's float exp without AVX-512 stops at e^-87.3
+        // (Softplus(-745) is 2.9e-39 there, as Exp(-745)).
+        const double tiny = t == dtype::float32 ? std::numeric_limits<float>::min() : 0.0;
+        if (std::isnan(expected)) CHECK(std::isnan(got[i]));
+        else if (std::isinf(expected)) CHECK(got[i] == expected);
+        else if (std::abs(expected) <= tiny) CHECK(std::abs(got[i]) <= tiny);
+        else CHECK(got[i] == Approx(expected).epsilon(t == dtype::float32 ? 4e-6 : 1e-13).margin(0));
+        if (expected == 0 && got[i] == 0) CHECK(std::signbit(got[i]) == std::signbit(expected));  // Floor(-0) is -0
+      }
+    }
+  }
+}
+
+TEST_CASE("Sign of integers and SquaredDifference broadcast as TensorFlow's, empty and rank 0 included") {
+  graph g;
+  auto& ints = c<std::int32_t>(g, {5}, {-7, 0, 3, INT32_MIN, INT32_MAX});
+  CHECK(eval(g, g.op("Sign", {ints})).to_vector<std::int32_t>() == std::vector<std::int32_t>{-1, 0, 1, -1, 1});
+  auto& bytes = c<std::int8_t>(g, {3}, {-128, 0, 127});
+  CHECK(eval(g, g.op("Sign", {bytes})).to_vector<std::int8_t>() == std::vector<std::int8_t>{-1, 0, 1});
+  auto& a = c<float>(g, {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto& col = c<float>(g, {2, 1}, {0.5f, -1});
+  auto d = eval(g, g.op("SquaredDifference", {a, col}));
+  CHECK(d.shape() == shape{2, 3});
+  CHECK(d.to_vector<float>() == std::vector<float>{0.25f, 2.25f, 6.25f, 25, 36, 49});
+  auto& s = g.constant(tensor::scalar(2.0f));
+  CHECK(eval(g, g.op("SquaredDifference", {s, a})).to_vector<float>() == std::vector<float>{1, 0, 1, 4, 9, 16});
+  CHECK(eval(g, g.op("SquaredDifference", {s, s})).shape() == shape{});
+  auto empty = eval(g, g.op("SquaredDifference", {c<float>(g, {0, 3}, {}), c<float>(g, {3}, {1, 2, 3})}));
+  CHECK(empty.shape() == shape{0, 3});
+  CHECK(eval(g, g.op("Floor", {c<float>(g, {0}, {})})).shape() == shape{0});
+  CHECK(eval(g, g.op("Round", {g.constant(tensor::scalar(-1.5))})).to_vector<double>() == std::vector<double>{-2});
+  test::require_error([&] { g.op("Sin", {ints}); }, {"Sin", "int32"});
+  test::require_error([&] { eval(g, g.op("SquaredDifference", {a, c<float>(g, {2}, {1, 2})})); }, {"SquaredDifference", "[2,3]"});
+}
 
 // Eigen's fast packet sqrt (x * rsqrt(x)) made sqrt(inf) NaN and flushed subnormals; 16
 // values fill every packet width, the edge values sit among ordinary ones.

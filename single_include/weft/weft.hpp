@@ -4207,6 +4207,11 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   unary("Tanh", float_type_attr);
   unary("Sigmoid", float_type_attr);
   unary("Relu", real_type_attr);
+  // TensorFlow's, on the real floating point types: Softplus is log(1 + e^x), Round rounds
+  // half to even, Sign is -1, 0 or 1 (NaN of NaN).
+  for (const char* name : {"Sin", "Cos", "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round"})
+    unary(name, real_float_type_attr);
+  unary("Sign", "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64}");
   // ReluGrad(gradients, features): gradients where features > 0, else 0 (TensorFlow's; features
   // is Relu's input or output, which are positive at the same places). One pass where
   // Greater and SelectV2 took two and a bool tensor between them. No broadcasting.
@@ -4239,6 +4244,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   binary("Pow", "T: {int32, int64, float16, bfloat16, float32, float64, complex64, complex128}");
   binary("Maximum", real_type_attr);
   binary("Minimum", real_type_attr);
+  binary("SquaredDifference", real_float_type_attr);  // (x - y)^2
 
   auto compare = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name)
@@ -4412,6 +4418,70 @@ struct sigmoid_grad {
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
 };
 
+/// The gradient rule of Sin (framework/gradient_rule.hpp): d cos(x).
+struct sin_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * cos(x)}; }
+};
+
+/// The gradient rule of Cos (framework/gradient_rule.hpp): -d sin(x).
+struct cos_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{-(d * sin(x))}; }
+};
+
+/// The gradient rule of Reciprocal (framework/gradient_rule.hpp): z = 1 / x: -d z^2.
+struct reciprocal_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{-(d * y * y)}; }
+};
+
+/// The gradient rule of Log1p (framework/gradient_rule.hpp): d / (1 + x).
+struct log1p_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / (x + 1.0)}; }
+};
+
+/// The gradient rule of Expm1 (framework/gradient_rule.hpp): d e^x (TensorFlow's: e^x rather
+/// than z + 1, which loses digits where z is near -1).
+struct expm1_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * exp(x)}; }
+};
+
+/// The gradient rule of Softplus (framework/gradient_rule.hpp): d sigmoid(x).
+struct softplus_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * sigmoid(x)}; }
+};
+
+/// The gradient rule of Erf (framework/gradient_rule.hpp): d 2 / sqrt(pi) e^(-x^2).
+struct erf_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) {
+    return std::tuple{d * exp(-square(x)) * 1.1283791670955126};  // 2 / sqrt(pi)
+  }
+};
+
+/// The gradient rule of the piecewise constant ops (Floor, Ceil, Round, Sign): none flows
+/// (TensorFlow's: their gradient is None, so an x reached only through them gets zeros).
+struct flat_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D&, const X&, const Y&) { return std::tuple{no_partial{}}; }
+};
+
+/// The gradient rule of SquaredDifference (framework/gradient_rule.hpp): z = (x - y)^2:
+/// dx = 2 d (x - y), dy = -dx.
+struct squared_difference_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    auto dx = d * (x0 - x1) * 2.0;
+    return std::tuple{dx, -dx};
+  }
+};
+
 /// Relu's partial derivative for the DSL's fused subtrees: d where y > 0, else 0.
 struct relu_grad {
   /// d times the derivative of the output in each operand (no_partial where none).
@@ -4479,6 +4549,17 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Exp, math, gradients::exp_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log, math, gradients::log_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sin, math, gradients::sin_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cos, math, gradients::cos_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Reciprocal, math, gradients::reciprocal_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log1p, math, gradients::log1p_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Expm1, math, gradients::expm1_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Softplus, math, gradients::softplus_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Erf, math, gradients::erf_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Floor, math, gradients::flat_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Ceil, math, gradients::flat_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Round, math, gradients::flat_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sign, math, gradients::flat_grad)
 /// Op Relu as a C++ type (of the math family), with its gradient rule and its partials.
 struct Relu {
   static constexpr const char* name = "Relu";  ///< "Relu"
@@ -4497,6 +4578,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Div, math, gradients::div_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pow, math, gradients::pow_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Maximum, math, gradients::maximum_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Minimum, math, gradients::minimum_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SquaredDifference, math, gradients::squared_difference_grad)
 WEFT_DETAIL_OP_TYPE(Greater, math)
 WEFT_DETAIL_OP_TYPE(GreaterEqual, math)
 WEFT_DETAIL_OP_TYPE(Less, math)
@@ -4513,7 +4595,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };
@@ -7780,6 +7862,12 @@ inline symbol exp(const symbol& a) { return a.then("Exp"); }
 inline symbol log(const symbol& a) { return a.then("Log"); }
 /// Square(a).
 inline symbol square(const symbol& a) { return a.then("Square"); }
+/// Sigmoid(a).
+inline symbol sigmoid(const symbol& a) { return a.then("Sigmoid"); }
+/// Sin(a).
+inline symbol sin(const symbol& a) { return a.then("Sin"); }
+/// Cos(a).
+inline symbol cos(const symbol& a) { return a.then("Cos"); }
 /// Pow(a, b).
 inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
 /// SelectV2(c, t, e): t where c, else e, broadcasting.
@@ -22566,6 +22654,30 @@ struct exact_sqrt_op {
   }
 };
 
+/// Floor, Ceil and Round (half to even, as TensorFlow's) with the sign of zero kept: Eigen
+/// 3.4's packets without SSE4.1 round by adding and subtracting 2^23 (2^52), which makes
+/// floor(-0) and ceil(-0.5) +0; IEEE's answers (and the scalar functions') are -0. The result
+/// has x's sign wherever it is zero, and otherwise too, so the sign is x's.
+enum class rounding { floor, ceil, half_even };
+/// The functor of one rounding (Eigen's unaryExpr).
+template <class T, rounding R>
+struct signed_rounding_op {
+  /// Of one element.
+  T operator()(const T& a) const {
+    if constexpr (R == rounding::floor) return std::floor(a);
+    else if constexpr (R == rounding::ceil) return std::ceil(a);
+    else return std::nearbyint(a);
+  }
+  /// Of a packet: Eigen's rounding, then x's sign bit on the magnitude.
+  template <class P>
+  P packetOp(const P& a) const {
+    namespace ei = Eigen::internal;
+    const P r = R == rounding::floor ? ei::pfloor(a) : R == rounding::ceil ? ei::pceil(a) : ei::print(a);
+    const P sign = ei::pset1<P>(T(-0.0));
+    return ei::por(ei::pand(a, sign), ei::pandnot(r, sign));
+  }
+};
+
 // ---- unary -------------------------------------------------------------------------
 // Each functor: an Eigen array expression (apply) and its cost per element (parallel_for).
 #define WEFT_DETAIL_UNARY(NAME, EXPR, COST)              \
@@ -22587,6 +22699,18 @@ WEFT_DETAIL_UNARY(log_fn, x.log(), 20);
 WEFT_DETAIL_UNARY(tanh_fn, x.tanh(), 30);
 WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), 30);
 WEFT_DETAIL_UNARY(logical_not_fn, !x, 1);
+WEFT_DETAIL_UNARY(sin_fn, x.sin(), 20);
+WEFT_DETAIL_UNARY(cos_fn, x.cos(), 20);
+WEFT_DETAIL_UNARY(reciprocal_fn, x.inverse(), 4);
+WEFT_DETAIL_UNARY(log1p_fn, x.log1p(), 25);
+WEFT_DETAIL_UNARY(expm1_fn, x.expm1(), 25);
+/// log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x, e^x's digits for very
+/// negative x.
+WEFT_DETAIL_UNARY(softplus_fn, x.cwiseMax(typename A::Scalar(0)) + (-x.abs()).exp().log1p(), 50);
+WEFT_DETAIL_UNARY(erf_fn, x.erf(), 30);
+WEFT_DETAIL_UNARY(floor_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::floor>()), 1);
+WEFT_DETAIL_UNARY(ceil_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::ceil>()), 1);
+WEFT_DETAIL_UNARY(round_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::half_even>()), 1);
 #undef WEFT_DETAIL_UNARY
 
 /// Elementwise functor of Square, x * x (wrapping for signed integers). Square and Relu also
@@ -22602,6 +22726,16 @@ struct square_fn {
   template <class T>
   static T scalar(const T& x) {
     return arith_scalar<wrap_kind::square>(x);
+  }
+};
+/// Elementwise functor of Sign: -1, 0 or 1, and NaN of NaN.
+struct sign_fn {
+  static constexpr double cost = 2;  ///< cycles per element, for splitting work
+  /// The Eigen expression over the array x.
+  template <class A>
+  static auto apply(const A& x) {
+    if constexpr (std::is_floating_point_v<typename A::Scalar>) return (x != x).select(x, x.sign());
+    else return x.sign();
   }
 };
 /// Elementwise functor of Relu, max(x, 0).
@@ -22687,6 +22821,7 @@ WEFT_DETAIL_BINARY(equal_fn, a == b, a == b, 1);
 WEFT_DETAIL_BINARY(not_equal_fn, a != b, a != b, 1);
 WEFT_DETAIL_BINARY(logical_and_fn, a && b, a && b, 1);
 WEFT_DETAIL_BINARY(logical_or_fn, a || b, a || b, 1);
+WEFT_DETAIL_BINARY(squared_difference_fn, (a - b).square(), (a - b) * (a - b), 2);
 #undef WEFT_DETAIL_BINARY
 
 /// Elementwise functor of Pow, a^b: integers by squaring and multiplying modulo 2^64 (the
@@ -23046,6 +23181,17 @@ WEFT_DETAIL_UNARY_OP(Exp, exp_fn, float_complex_types)
 WEFT_DETAIL_UNARY_OP(Log, log_fn, float_complex_types)
 WEFT_DETAIL_UNARY_OP(Tanh, tanh_fn, float_complex_types)
 WEFT_DETAIL_UNARY_OP(Sigmoid, sigmoid_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Sin, sin_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Cos, cos_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Reciprocal, reciprocal_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Log1p, log1p_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Expm1, expm1_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Softplus, softplus_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Erf, erf_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Floor, floor_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Ceil, ceil_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Round, round_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Sign, sign_fn, kernel_signed_real_types)
 WEFT_DETAIL_UNARY_OP(Relu, relu_fn, real_number_types)
 WEFT_DETAIL_ELEMENTWISE(LogicalNot, logical_not_fn, unary_kernel<logical_not_fn>, type_list<bool>, false)
 WEFT_DETAIL_BINARY_OP(Add, add_fn, number_types)
@@ -23055,6 +23201,7 @@ WEFT_DETAIL_BINARY_OP(Div, div_fn, number_types)
 WEFT_DETAIL_BINARY_OP(Pow, pow_fn, kernel_pow_types)
 WEFT_DETAIL_BINARY_OP(Maximum, maximum_fn, real_number_types)
 WEFT_DETAIL_BINARY_OP(Minimum, minimum_fn, real_number_types)
+WEFT_DETAIL_BINARY_OP(SquaredDifference, squared_difference_fn, float_types)
 WEFT_DETAIL_COMPARISON_OP(Greater, greater_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(GreaterEqual, greater_equal_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(Less, less_fn, real_number_types)
@@ -23160,6 +23307,16 @@ struct functor_traits<weft::cpu::exact_sqrt_op<T, Reciprocal>> {
     Cost = 8,
     PacketAccess = !std::is_same_v<T, Eigen::half> && !std::is_same_v<T, Eigen::bfloat16> &&
                    (Reciprocal ? bool(packet_traits<T>::HasRsqrt) : bool(packet_traits<T>::HasSqrt))
+  };
+};
+template <class T, weft::cpu::rounding R>
+struct functor_traits<weft::cpu::signed_rounding_op<T, R>> {
+  enum {
+    Cost = 2,
+    PacketAccess = (std::is_same_v<T, float> || std::is_same_v<T, double>) &&
+                   bool(R == weft::cpu::rounding::floor   ? packet_traits<T>::HasFloor
+                        : R == weft::cpu::rounding::ceil ? packet_traits<T>::HasCeil
+                                                         : packet_traits<T>::HasRint)
   };
 };
 template <weft::cpu::wrap_kind K, class T>
@@ -30686,6 +30843,17 @@ WEFT_DETAIL_DSL_UNARY(log, Log, float_complex_types)
 WEFT_DETAIL_DSL_UNARY(tanh, Tanh, float_complex_types)
 WEFT_DETAIL_DSL_UNARY(sigmoid, Sigmoid, float_complex_types)
 WEFT_DETAIL_DSL_UNARY(relu, Relu, real_number_types)
+WEFT_DETAIL_DSL_UNARY(sin, Sin, float_types)
+WEFT_DETAIL_DSL_UNARY(cos, Cos, float_types)
+WEFT_DETAIL_DSL_UNARY(reciprocal, Reciprocal, float_types)
+WEFT_DETAIL_DSL_UNARY(log1p, Log1p, float_types)
+WEFT_DETAIL_DSL_UNARY(expm1, Expm1, float_types)
+WEFT_DETAIL_DSL_UNARY(softplus, Softplus, float_types)
+WEFT_DETAIL_DSL_UNARY(erf, Erf, float_types)
+WEFT_DETAIL_DSL_UNARY(floor, Floor, float_types)
+WEFT_DETAIL_DSL_UNARY(ceil, Ceil, float_types)
+WEFT_DETAIL_DSL_UNARY(round, Round, float_types)
+WEFT_DETAIL_DSL_UNARY(sign, Sign, signed_real_types)
 WEFT_DETAIL_DSL_UNARY(logical_not, LogicalNot, type_list<bool>)
 #undef WEFT_DETAIL_DSL_UNARY
 
@@ -30778,6 +30946,7 @@ WEFT_DETAIL_DSL_BINARY(divide, Div, number_types, false)
 WEFT_DETAIL_DSL_BINARY(pow, Pow, pow_types, false)
 WEFT_DETAIL_DSL_BINARY(maximum, Maximum, real_number_types, false)
 WEFT_DETAIL_DSL_BINARY(minimum, Minimum, real_number_types, false)
+WEFT_DETAIL_DSL_BINARY(squared_difference, SquaredDifference, float_types, false)
 WEFT_DETAIL_DSL_BINARY(greater, Greater, real_number_types, true)
 WEFT_DETAIL_DSL_BINARY(greater_equal, GreaterEqual, real_number_types, true)
 WEFT_DETAIL_DSL_BINARY(less, Less, real_number_types, true)
@@ -34470,6 +34639,8 @@ void register_gradient_kernels() {
     use_kernels<ops::Log, T>();
     use_kernels<ops::Tanh, T>();
     use_kernels<ops::Sigmoid, T>();
+    use_kernels<ops::Sin, T>();  // Cos's rule
+    use_kernels<ops::Cos, T>();  // Sin's rule
     use_kernels<ops::Relu, T>();
     use_kernels<ops::ReluGrad, T>();  // Relu's rule
     use_kernels<ops::Add, T>();

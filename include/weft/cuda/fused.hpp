@@ -121,6 +121,21 @@ inline std::string expression(const fused_expr& e) {
   if (op == "Log") return arity(1), cast("log(" + a[0] + ")");
   if (op == "Tanh") return arity(1), cast("tanh(" + a[0] + ")");
   if (op == "Sigmoid") return arity(1), cast(one + " / (" + one + " + exp(-" + a[0] + "))");
+  if (op == "Sin") return arity(1), cast("sin(" + a[0] + ")");
+  if (op == "Cos") return arity(1), cast("cos(" + a[0] + ")");
+  if (op == "Reciprocal") return arity(1), cast(one + " / " + a[0]);
+  if (op == "Log1p") return arity(1), cast("log1p(" + a[0] + ")");
+  if (op == "Expm1") return arity(1), cast("expm1(" + a[0] + ")");
+  if (op == "Softplus")  // max(x, 0) + log1p(e^-|x|), the CPU's form
+    return arity(1), cast("(" + a[0] + " > " + zero + " ? " + a[0] + " : " + zero + ") + log1p(exp(-fabs(" + a[0] + ")))");
+  if (op == "Erf") return arity(1), cast("erf(" + a[0] + ")");
+  if (op == "Floor") return arity(1), cast("floor(" + a[0] + ")");
+  if (op == "Ceil") return arity(1), cast("ceil(" + a[0] + ")");
+  if (op == "Round") return arity(1), cast("rint(" + a[0] + ")");  // half to even
+  if (op == "Sign") {
+    const std::string sign = "(" + C + ")((" + a[0] + " > " + zero + ") - (" + a[0] + " < " + zero + "))";
+    return arity(1), is_floating(e.type) ? cast("(" + a[0] + " != " + a[0] + " ? " + a[0] + " : " + sign + ")") : cast(sign);
+  }
   if (op == "Relu") return arity(1), cast("(" + a[0] + " > " + zero + " ? " + a[0] + " : " + zero + ")");
   if (op == "LogicalNot") return arity(1), cast("!" + a[0]);
   if (op == "ReluGrad") return arity(2), cast("(" + a[1] + " > " + operand_zero + " ? " + a[0] + " : " + zero + ")");
@@ -129,6 +144,7 @@ inline std::string expression(const fused_expr& e) {
   if (op == "Mul") return arity(2), cast(a[0] + " * " + a[1]);
   if (op == "Div") return arity(2), cast(a[0] + " / " + a[1]);  // integer Div and Pow are never fused
   if (op == "Pow") return arity(2), cast("pow(" + a[0] + ", " + a[1] + ")");
+  if (op == "SquaredDifference") return arity(2), cast("(" + a[0] + " - " + a[1] + ") * (" + a[0] + " - " + a[1] + ")");
   if (op == "Maximum") return arity(2), cast("(" + a[0] + " < " + a[1] + " ? " + a[1] + " : " + a[0] + ")");
   if (op == "Minimum") return arity(2), cast("(" + a[1] + " < " + a[0] + " ? " + a[1] + " : " + a[0] + ")");
   if (op == "Greater") return arity(2), cast(a[0] + " > " + a[1]);

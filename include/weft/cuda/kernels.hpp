@@ -358,6 +358,7 @@ T host_unary(T x) {
   else if constexpr (Op == launch::unary::square) return static_cast<T>(x * x);
   else if constexpr (Op == launch::unary::relu) return x > T(0) ? x : T(0);
   else if constexpr (Op == launch::unary::logical_not) return !x;
+  else if constexpr (Op == launch::unary::sign && !std::is_same_v<T, bool>) return static_cast<T>((x > T(0)) - (x < T(0)));
   else return x;  // not registered for these types
 }
 
@@ -2692,6 +2693,17 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_unary<U::tanh>>("Tanh", "T", and_complex(floats));
     register_gpu_kernel_for<gpu_unary<U::sigmoid>>("Sigmoid", "T", and_complex(floats));
     register_gpu_kernel<gpu_unary<U::logical_not>>("LogicalNot");
+    register_gpu_kernel_for<gpu_unary<U::sign>>("Sign", "T", signed_numbers);
+    register_gpu_kernel_for<gpu_unary<U::sin>>("Sin", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::cos>>("Cos", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::reciprocal>>("Reciprocal", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::log1p>>("Log1p", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::expm1>>("Expm1", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::softplus>>("Softplus", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::erf>>("Erf", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::floor>>("Floor", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::ceil>>("Ceil", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::round>>("Round", "T", floats);
     register_gpu_kernel_for<gpu_binary<B::add>>("Add", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_binary<B::sub>>("Sub", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_binary<B::mul>>("Mul", "T", and_complex(numbers));
@@ -2699,6 +2711,7 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_binary<B::pow>>("Pow", "T", and_complex(floats));
     register_gpu_kernel_for<gpu_binary<B::maximum>>("Maximum", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::minimum>>("Minimum", "T", numbers);
+    register_gpu_kernel_for<gpu_binary<B::squared_difference>>("SquaredDifference", "T", floats);
     register_gpu_kernel_for<gpu_binary<B::relu_grad>>("ReluGrad", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::greater>>("Greater", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::greater_equal>>("GreaterEqual", "T", numbers);

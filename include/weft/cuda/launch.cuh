@@ -95,7 +95,18 @@ __device__ __forceinline__ C apply_unary(C x) {
   else if constexpr (Op == unary::sigmoid) return C(1) / (C(1) + exp(-x));
   else if constexpr (Op == unary::relu) return x > C(0) ? x : C(0);
   else if constexpr (Op == unary::logical_not) return !x;
+  else if constexpr (Op == unary::sin) return sin(x);
+  else if constexpr (Op == unary::cos) return cos(x);
+  else if constexpr (Op == unary::reciprocal) return C(1) / x;
+  else if constexpr (Op == unary::log1p) return log1p(x);
+  else if constexpr (Op == unary::expm1) return expm1(x);
+  else if constexpr (Op == unary::softplus) return (x > C(0) ? x : C(0)) + log1p(exp(-fabs(x)));  // the CPU's form
+  else if constexpr (Op == unary::erf) return erf(x);
+  else if constexpr (Op == unary::floor) return floor(x);
+  else if constexpr (Op == unary::ceil) return ceil(x);
+  else if constexpr (Op == unary::round) return rint(x);  // half to even
   else if constexpr (std::is_unsigned_v<C>) return C(x > C(0));  // sign
+  else if constexpr (!std::is_integral_v<C>) return x != x ? x : C((x > C(0)) - (x < C(0)));  // NaN of NaN
   else return C((x > C(0)) - (x < C(0)));
 }
 
@@ -109,7 +120,7 @@ void unary_typed(elem t, const void* x, void* y, std::int64_t n, cudaStream_t s)
   dispatch_arithmetic(t, [&](auto v) {
     using T = decltype(v);
     constexpr bool float_only = Op == unary::sqrt || Op == unary::rsqrt || Op == unary::exp || Op == unary::log ||
-                                Op == unary::tanh || Op == unary::sigmoid;
+                                Op == unary::tanh || Op == unary::sigmoid || Op >= unary::sin;
     if constexpr (is_std_complex<T> && !complex_unary(Op)) return;
     else if constexpr (std::is_same_v<T, bool> != (Op == unary::logical_not)) return;
     else if constexpr (float_only && !is_float<T>) return;
@@ -1066,6 +1077,8 @@ void unary_op(unary op, elem t, const void* x, void* y, std::int64_t n, cudaStre
   case unary::name: return unary_typed<unary::name>(t, x, y, n, s);
     WEFT_UNARY(neg) WEFT_UNARY(abs) WEFT_UNARY(square) WEFT_UNARY(sqrt) WEFT_UNARY(rsqrt) WEFT_UNARY(exp)
     WEFT_UNARY(log) WEFT_UNARY(tanh) WEFT_UNARY(sigmoid) WEFT_UNARY(relu) WEFT_UNARY(logical_not) WEFT_UNARY(sign)
+    WEFT_UNARY(sin) WEFT_UNARY(cos) WEFT_UNARY(reciprocal) WEFT_UNARY(log1p) WEFT_UNARY(expm1) WEFT_UNARY(softplus)
+    WEFT_UNARY(erf) WEFT_UNARY(floor) WEFT_UNARY(ceil) WEFT_UNARY(round)
 #undef WEFT_UNARY
   }
 }

@@ -20,7 +20,11 @@ namespace weft::cuda::launch {
 enum class elem : int { f16, bf16, f32, f64, i32, i64, u8, boolean, c64, c128 };
 
 /// The elementwise unary ops the GPU computes (unary_op), as the CPU's kernels of the same names.
-enum class unary : int { neg, abs, square, sqrt, rsqrt, exp, log, tanh, sigmoid, relu, logical_not, sign };
+enum class unary : int {
+  neg, abs, square, sqrt, rsqrt, exp, log, tanh, sigmoid, relu, logical_not, sign,
+  // the real floating point types only
+  sin, cos, reciprocal, log1p, expm1, softplus, erf, floor, ceil, round,
+};
 
 /// The elementwise binary ops the GPU computes (binary_op), broadcasting.
 enum class binary : int {

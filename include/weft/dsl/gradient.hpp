@@ -486,6 +486,8 @@ void register_gradient_kernels() {
     use_kernels<ops::Log, T>();
     use_kernels<ops::Tanh, T>();
     use_kernels<ops::Sigmoid, T>();
+    use_kernels<ops::Sin, T>();  // Cos's rule
+    use_kernels<ops::Cos, T>();  // Sin's rule
     use_kernels<ops::Relu, T>();
     use_kernels<ops::ReluGrad, T>();  // Relu's rule
     use_kernels<ops::Add, T>();

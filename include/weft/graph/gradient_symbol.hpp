@@ -142,6 +142,12 @@ inline symbol exp(const symbol& a) { return a.then("Exp"); }
 inline symbol log(const symbol& a) { return a.then("Log"); }
 /// Square(a).
 inline symbol square(const symbol& a) { return a.then("Square"); }
+/// Sigmoid(a).
+inline symbol sigmoid(const symbol& a) { return a.then("Sigmoid"); }
+/// Sin(a).
+inline symbol sin(const symbol& a) { return a.then("Sin"); }
+/// Cos(a).
+inline symbol cos(const symbol& a) { return a.then("Cos"); }
 /// Pow(a, b).
 inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
 /// SelectV2(c, t, e): t where c, else e, broadcasting.

@@ -65,6 +65,11 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   unary("Tanh", float_type_attr);
   unary("Sigmoid", float_type_attr);
   unary("Relu", real_type_attr);
+  // TensorFlow's, on the real floating point types: Softplus is log(1 + e^x), Round rounds
+  // half to even, Sign is -1, 0 or 1 (NaN of NaN).
+  for (const char* name : {"Sin", "Cos", "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round"})
+    unary(name, real_float_type_attr);
+  unary("Sign", "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64}");
   // ReluGrad(gradients, features): gradients where features > 0, else 0 (TensorFlow's; features
   // is Relu's input or output, which are positive at the same places). One pass where
   // Greater and SelectV2 took two and a bool tensor between them. No broadcasting.
@@ -97,6 +102,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   binary("Pow", "T: {int32, int64, float16, bfloat16, float32, float64, complex64, complex128}");
   binary("Maximum", real_type_attr);
   binary("Minimum", real_type_attr);
+  binary("SquaredDifference", real_float_type_attr);  // (x - y)^2
 
   auto compare = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name)
@@ -270,6 +276,70 @@ struct sigmoid_grad {
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
 };
 
+/// The gradient rule of Sin (framework/gradient_rule.hpp): d cos(x).
+struct sin_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * cos(x)}; }
+};
+
+/// The gradient rule of Cos (framework/gradient_rule.hpp): -d sin(x).
+struct cos_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{-(d * sin(x))}; }
+};
+
+/// The gradient rule of Reciprocal (framework/gradient_rule.hpp): z = 1 / x: -d z^2.
+struct reciprocal_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{-(d * y * y)}; }
+};
+
+/// The gradient rule of Log1p (framework/gradient_rule.hpp): d / (1 + x).
+struct log1p_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / (x + 1.0)}; }
+};
+
+/// The gradient rule of Expm1 (framework/gradient_rule.hpp): d e^x (TensorFlow's: e^x rather
+/// than z + 1, which loses digits where z is near -1).
+struct expm1_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * exp(x)}; }
+};
+
+/// The gradient rule of Softplus (framework/gradient_rule.hpp): d sigmoid(x).
+struct softplus_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * sigmoid(x)}; }
+};
+
+/// The gradient rule of Erf (framework/gradient_rule.hpp): d 2 / sqrt(pi) e^(-x^2).
+struct erf_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) {
+    return std::tuple{d * exp(-square(x)) * 1.1283791670955126};  // 2 / sqrt(pi)
+  }
+};
+
+/// The gradient rule of the piecewise constant ops (Floor, Ceil, Round, Sign): none flows
+/// (TensorFlow's: their gradient is None, so an x reached only through them gets zeros).
+struct flat_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D&, const X&, const Y&) { return std::tuple{no_partial{}}; }
+};
+
+/// The gradient rule of SquaredDifference (framework/gradient_rule.hpp): z = (x - y)^2:
+/// dx = 2 d (x - y), dy = -dx.
+struct squared_difference_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    auto dx = d * (x0 - x1) * 2.0;
+    return std::tuple{dx, -dx};
+  }
+};
+
 /// Relu's partial derivative for the DSL's fused subtrees: d where y > 0, else 0.
 struct relu_grad {
   /// d times the derivative of the output in each operand (no_partial where none).
@@ -337,6 +407,17 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Exp, math, gradients::exp_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log, math, gradients::log_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sin, math, gradients::sin_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cos, math, gradients::cos_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Reciprocal, math, gradients::reciprocal_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log1p, math, gradients::log1p_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Expm1, math, gradients::expm1_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Softplus, math, gradients::softplus_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Erf, math, gradients::erf_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Floor, math, gradients::flat_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Ceil, math, gradients::flat_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Round, math, gradients::flat_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sign, math, gradients::flat_grad)
 /// Op Relu as a C++ type (of the math family), with its gradient rule and its partials.
 struct Relu {
   static constexpr const char* name = "Relu";  ///< "Relu"
@@ -355,6 +436,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Div, math, gradients::div_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pow, math, gradients::pow_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Maximum, math, gradients::maximum_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Minimum, math, gradients::minimum_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SquaredDifference, math, gradients::squared_difference_grad)
 WEFT_DETAIL_OP_TYPE(Greater, math)
 WEFT_DETAIL_OP_TYPE(GreaterEqual, math)
 WEFT_DETAIL_OP_TYPE(Less, math)
@@ -371,7 +453,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };

@@ -143,6 +143,30 @@ struct exact_sqrt_op {
   }
 };
 
+/// Floor, Ceil and Round (half to even, as TensorFlow's) with the sign of zero kept: Eigen
+/// 3.4's packets without SSE4.1 round by adding and subtracting 2^23 (2^52), which makes
+/// floor(-0) and ceil(-0.5) +0; IEEE's answers (and the scalar functions') are -0. The result
+/// has x's sign wherever it is zero, and otherwise too, so the sign is x's.
+enum class rounding { floor, ceil, half_even };
+/// The functor of one rounding (Eigen's unaryExpr).
+template <class T, rounding R>
+struct signed_rounding_op {
+  /// Of one element.
+  T operator()(const T& a) const {
+    if constexpr (R == rounding::floor) return std::floor(a);
+    else if constexpr (R == rounding::ceil) return std::ceil(a);
+    else return std::nearbyint(a);
+  }
+  /// Of a packet: Eigen's rounding, then x's sign bit on the magnitude.
+  template <class P>
+  P packetOp(const P& a) const {
+    namespace ei = Eigen::internal;
+    const P r = R == rounding::floor ? ei::pfloor(a) : R == rounding::ceil ? ei::pceil(a) : ei::print(a);
+    const P sign = ei::pset1<P>(T(-0.0));
+    return ei::por(ei::pand(a, sign), ei::pandnot(r, sign));
+  }
+};
+
 // ---- unary -------------------------------------------------------------------------
 // Each functor: an Eigen array expression (apply) and its cost per element (parallel_for).
 #define WEFT_DETAIL_UNARY(NAME, EXPR, COST)              \
@@ -164,6 +188,18 @@ WEFT_DETAIL_UNARY(log_fn, x.log(), 20);
 WEFT_DETAIL_UNARY(tanh_fn, x.tanh(), 30);
 WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), 30);
 WEFT_DETAIL_UNARY(logical_not_fn, !x, 1);
+WEFT_DETAIL_UNARY(sin_fn, x.sin(), 20);
+WEFT_DETAIL_UNARY(cos_fn, x.cos(), 20);
+WEFT_DETAIL_UNARY(reciprocal_fn, x.inverse(), 4);
+WEFT_DETAIL_UNARY(log1p_fn, x.log1p(), 25);
+WEFT_DETAIL_UNARY(expm1_fn, x.expm1(), 25);
+/// log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x, e^x's digits for very
+/// negative x.
+WEFT_DETAIL_UNARY(softplus_fn, x.cwiseMax(typename A::Scalar(0)) + (-x.abs()).exp().log1p(), 50);
+WEFT_DETAIL_UNARY(erf_fn, x.erf(), 30);
+WEFT_DETAIL_UNARY(floor_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::floor>()), 1);
+WEFT_DETAIL_UNARY(ceil_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::ceil>()), 1);
+WEFT_DETAIL_UNARY(round_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::half_even>()), 1);
 #undef WEFT_DETAIL_UNARY
 
 /// Elementwise functor of Square, x * x (wrapping for signed integers). Square and Relu also
@@ -179,6 +215,16 @@ struct square_fn {
   template <class T>
   static T scalar(const T& x) {
     return arith_scalar<wrap_kind::square>(x);
+  }
+};
+/// Elementwise functor of Sign: -1, 0 or 1, and NaN of NaN.
+struct sign_fn {
+  static constexpr double cost = 2;  ///< cycles per element, for splitting work
+  /// The Eigen expression over the array x.
+  template <class A>
+  static auto apply(const A& x) {
+    if constexpr (std::is_floating_point_v<typename A::Scalar>) return (x != x).select(x, x.sign());
+    else return x.sign();
   }
 };
 /// Elementwise functor of Relu, max(x, 0).
@@ -264,6 +310,7 @@ WEFT_DETAIL_BINARY(equal_fn, a == b, a == b, 1);
 WEFT_DETAIL_BINARY(not_equal_fn, a != b, a != b, 1);
 WEFT_DETAIL_BINARY(logical_and_fn, a && b, a && b, 1);
 WEFT_DETAIL_BINARY(logical_or_fn, a || b, a || b, 1);
+WEFT_DETAIL_BINARY(squared_difference_fn, (a - b).square(), (a - b) * (a - b), 2);
 #undef WEFT_DETAIL_BINARY
 
 /// Elementwise functor of Pow, a^b: integers by squaring and multiplying modulo 2^64 (the
@@ -623,6 +670,17 @@ WEFT_DETAIL_UNARY_OP(Exp, exp_fn, float_complex_types)
 WEFT_DETAIL_UNARY_OP(Log, log_fn, float_complex_types)
 WEFT_DETAIL_UNARY_OP(Tanh, tanh_fn, float_complex_types)
 WEFT_DETAIL_UNARY_OP(Sigmoid, sigmoid_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Sin, sin_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Cos, cos_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Reciprocal, reciprocal_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Log1p, log1p_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Expm1, expm1_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Softplus, softplus_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Erf, erf_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Floor, floor_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Ceil, ceil_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Round, round_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Sign, sign_fn, kernel_signed_real_types)
 WEFT_DETAIL_UNARY_OP(Relu, relu_fn, real_number_types)
 WEFT_DETAIL_ELEMENTWISE(LogicalNot, logical_not_fn, unary_kernel<logical_not_fn>, type_list<bool>, false)
 WEFT_DETAIL_BINARY_OP(Add, add_fn, number_types)
@@ -632,6 +690,7 @@ WEFT_DETAIL_BINARY_OP(Div, div_fn, number_types)
 WEFT_DETAIL_BINARY_OP(Pow, pow_fn, kernel_pow_types)
 WEFT_DETAIL_BINARY_OP(Maximum, maximum_fn, real_number_types)
 WEFT_DETAIL_BINARY_OP(Minimum, minimum_fn, real_number_types)
+WEFT_DETAIL_BINARY_OP(SquaredDifference, squared_difference_fn, float_types)
 WEFT_DETAIL_COMPARISON_OP(Greater, greater_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(GreaterEqual, greater_equal_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(Less, less_fn, real_number_types)
@@ -737,6 +796,16 @@ struct functor_traits<weft::cpu::exact_sqrt_op<T, Reciprocal>> {
     Cost = 8,
     PacketAccess = !std::is_same_v<T, Eigen::half> && !std::is_same_v<T, Eigen::bfloat16> &&
                    (Reciprocal ? bool(packet_traits<T>::HasRsqrt) : bool(packet_traits<T>::HasSqrt))
+  };
+};
+template <class T, weft::cpu::rounding R>
+struct functor_traits<weft::cpu::signed_rounding_op<T, R>> {
+  enum {
+    Cost = 2,
+    PacketAccess = (std::is_same_v<T, float> || std::is_same_v<T, double>) &&
+                   bool(R == weft::cpu::rounding::floor   ? packet_traits<T>::HasFloor
+                        : R == weft::cpu::rounding::ceil ? packet_traits<T>::HasCeil
+                                                         : packet_traits<T>::HasRint)
   };
 };
 template <weft::cpu::wrap_kind K, class T>
