@@ -203,7 +203,7 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "ScatterNd", "TensorScatterAdd", "TensorScatterUpdate", "SumToShape", "OneHot",
                          "SoftmaxCrossEntropyWithLogits", "L2Loss", "ApplyAdagrad", "ApplyRMSProp", "Sin", "Cos",
                          "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round", "Sign",
-                         "SquaredDifference"}) {
+                         "SquaredDifference", "Elu", "Selu", "Relu6"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -439,6 +439,9 @@ TEST_CASE("a fused subtree becomes CUDA source that NVRTC compiles, for every op
       {"SquaredDifference:bfloat16(Erf:bfloat16($bfloat16),Sin:bfloat16($bfloat16))", {dtype::bfloat16}, dtype::bfloat16},
       {"SquaredDifference:float64(Round:float64($float64),Erf:float64(Expm1:float64($float64)))", {dtype::float64}, dtype::float64},
       {"Cast:float32(Sign:int32($int32))", {dtype::int32}, dtype::float32},
+      {"Relu6:float32(Selu:float32(Elu:float32($float32)))", {dtype::float32}, dtype::float32},
+      {"Relu6:bfloat16(Selu:bfloat16(Elu:bfloat16($bfloat16)))", {dtype::bfloat16}, dtype::bfloat16},
+      {"Relu6:float64(Selu:float64(Elu:float64($float64)))", {dtype::float64}, dtype::float64},
   };
   int compiled = 0;
   for (const auto& s : samples) {

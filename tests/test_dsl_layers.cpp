@@ -71,6 +71,21 @@ TEST_CASE("layers: dense computes x * kernel + bias with its variables named und
   CHECK(fc.output_size() == 4);
 }
 
+TEST_CASE("layers: the activations elu selu relu6 and softplus as layers of a sequential", "[dsl][layers]") {
+  auto x = placeholder<float>("x", dims<dyn>);
+  auto y = L::sequential(L::elu, L::softplus, L::relu6)(x * 4.0f);
+  auto z = L::selu(x);
+  const std::vector<float> xv{-2.0f, -0.25f, 0.0f, 0.5f, 3.0f};
+  client_session s;
+  auto [yv, zv] = s.run(fetch(y, z), feed(x, xv, shape{5}));
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    const double v = 4.0 * xv[i], e = v > 0 ? v : std::expm1(v);
+    CHECK(yv.to_vector()[i] == Approx(std::min(std::log1p(std::exp(e)), 6.0)).epsilon(1e-6));
+    const double u = xv[i];
+    CHECK(zv.to_vector()[i] == Approx(u > 0 ? 1.0507009873554805 * u : 1.7580993408473766 * std::expm1(u)).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("layers: the glorot_uniform kernel is the seeded RandomUniform formula the graph examples used", "[dsl][layers]") {
   // (u - 1/2) * 2r with u from RandomUniform(seed, seed2): the same bits as the formula
   // written with the DSL's ops.

@@ -122,6 +122,10 @@ TEMPLATE_TEST_CASE("float16 and bfloat16 unary math is the double result rounded
   check("Ceil", xm, mixed, [](double v) { return std::ceil(v); });
   check("Round", xm, mixed, [](double v) { return std::nearbyint(v); });  // the halves among them go to even
   check("Sign", xm, mixed, [](double v) { return static_cast<double>((v > 0) - (v < 0)); });
+  check("Elu", xm, mixed, [](double v) { return v > 0 ? v : std::expm1(v); });
+  check("Selu", xm, mixed, [](double v) { return v > 0 ? 1.0507009873554805 * v : 1.7580993408473766 * std::expm1(v); });
+  check("Relu6", xm, mixed, [](double v) { return std::max(v, 0.0); });       // -4 to 4
+  check("Relu6", xp, positive, [](double v) { return std::min(v, 6.0); });  // 0.05 to 6.05
 }
 
 TEMPLATE_TEST_CASE("float16 and bfloat16 binary ops and comparisons, in every broadcast form", "", half, bfloat16) {

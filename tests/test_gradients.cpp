@@ -78,6 +78,9 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
       {"Round, flat between its steps", unary("Round"), {{{2, 3}, 0.6, 1.4}}},
       {"Sign, flat away from 0", unary("Sign"), {{{2, 3}, 0.2, 1.2}}},
       {"SquaredDifference, a row broadcast", binary("SquaredDifference"), {m23, row3}},
+      {"Elu", unary("Elu"), {m23}},
+      {"Selu", unary("Selu"), {m23}},
+      {"Relu6, on both sides of 0 and 6", unary("Relu6"), {{{2, 3}, -1.5, 7.5}}},
       {"Abs", unary("Abs"), {m23}},
       {"ReluGrad, in its gradients", [](graph& g, const std::vector<output>& x) {
          auto f = g.constant(tensor::of<double>({2, 3}, {-1, 0.5, 2, -0.3, 0, 4}));

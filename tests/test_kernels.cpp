@@ -75,7 +75,7 @@ TEST_CASE("unary math matches the standard library") {
 
 // 19 values: every packet width holds ordinary values beside the edges (NaN, infinities,
 // signed zeros, halves that Round takes to the even neighbour).
-TEST_CASE("Sin Cos Reciprocal Log1p Expm1 Softplus Erf Floor Ceil Round and Sign match the standard library") {
+TEST_CASE("Sin Cos Reciprocal Log1p Expm1 Softplus Erf Floor Ceil Round Sign Elu Selu and Relu6 match the standard library") {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<double> x{0.25, -0.5, 0.5, 1.5, 2.5, -2.5, 0.0, -0.0, 1e-10, -1e-10, 3.7, -3.2, 40, -40, 700, -745, inf, -inf, nan};
   // Independent answers: the C library's, and log(1 + e^x) in long double for Softplus.
@@ -90,7 +90,10 @@ TEST_CASE("Sin Cos Reciprocal Log1p Expm1 Softplus Erf Floor Ceil Round and Sign
       {"Expm1", [](double v) { return std::expm1(v); }}, {"Softplus", softplus},
       {"Erf", [](double v) { return std::erf(v); }},     {"Floor", [](double v) { return std::floor(v); }},
       {"Ceil", [](double v) { return std::ceil(v); }},   {"Round", [](double v) { return std::nearbyint(v); }},
-      {"Sign", [](double v) { return std::isnan(v) ? v : static_cast<double>((v > 0) - (v < 0)); }}};
+      {"Sign", [](double v) { return std::isnan(v) ? v : static_cast<double>((v > 0) - (v < 0)); }},
+      {"Elu", [](double v) { return v > 0 ? v : std::expm1(v); }},
+      {"Selu", [](double v) { return v > 0 ? 1.0507009873554805 * v : 1.0507009873554805 * 1.6732632423543772 * std::expm1(v); }},
+      {"Relu6", [](double v) { return std::isnan(v) ? v : std::min(std::max(v, 0.0), 6.0); }}};
   for (dtype t : {dtype::float64, dtype::float32}) {
     graph g;
     auto& v = g.op("Cast", {c<double>(g, {19}, x)}, {{"DstT", t}});

@@ -4212,6 +4212,9 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   for (const char* name : {"Sin", "Cos", "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round"})
     unary(name, real_float_type_attr);
   unary("Sign", "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64}");
+  // Activations, TensorFlow's: Elu is x where x > 0, else e^x - 1; Selu is scale x where
+  // x > 0, else scale alpha (e^x - 1) (Klambauer et al.'s constants); Relu6 is min(max(x, 0), 6).
+  for (const char* name : {"Elu", "Selu", "Relu6"}) unary(name, real_float_type_attr);
   // ReluGrad(gradients, features): gradients where features > 0, else 0 (TensorFlow's; features
   // is Relu's input or output, which are positive at the same places). One pass where
   // Greater and SelectV2 took two and a bool tensor between them. No broadcasting.
@@ -4471,6 +4474,34 @@ struct flat_grad {
   template <class D, class X, class Y> static auto partials(const D&, const X&, const Y&) { return std::tuple{no_partial{}}; }
 };
 
+/// Selu's constants (Klambauer et al. 2017, as TensorFlow's): alpha and scale.
+inline constexpr double selu_alpha = 1.6732632423543772848170429916717;
+inline constexpr double selu_scale = 1.0507009873554804934193349852946;  ///< selu_alpha's partner
+
+/// The gradient rule of Elu (framework/gradient_rule.hpp): d where z > 0, else d (z + 1).
+struct elu_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, d * (y + 1.0))}; }
+};
+
+/// The gradient rule of Selu (framework/gradient_rule.hpp): scale d where z > 0, else
+/// d (z + scale alpha).
+struct selu_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) {
+    return std::tuple{select(y > 0.0, d * selu_scale, d * (y + selu_scale * selu_alpha))};
+  }
+};
+
+/// The gradient rule of Relu6 (framework/gradient_rule.hpp): d where 0 < x < 6, else 0.
+struct relu6_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x > 0.0, select(x < 6.0, d, 0.0), 0.0)}; }
+};
+
 /// The gradient rule of SquaredDifference (framework/gradient_rule.hpp): z = (x - y)^2:
 /// dx = 2 d (x - y), dy = -dx.
 struct squared_difference_grad {
@@ -4560,6 +4591,9 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Floor, math, gradients::flat_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Ceil, math, gradients::flat_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Round, math, gradients::flat_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sign, math, gradients::flat_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Elu, math, gradients::elu_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Selu, math, gradients::selu_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Relu6, math, gradients::relu6_grad)
 /// Op Relu as a C++ type (of the math family), with its gradient rule and its partials.
 struct Relu {
   static constexpr const char* name = "Relu";  ///< "Relu"
@@ -4595,7 +4629,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };
@@ -22708,6 +22742,13 @@ WEFT_DETAIL_UNARY(expm1_fn, x.expm1(), 25);
 /// negative x.
 WEFT_DETAIL_UNARY(softplus_fn, x.cwiseMax(typename A::Scalar(0)) + (-x.abs()).exp().log1p(), 50);
 WEFT_DETAIL_UNARY(erf_fn, x.erf(), 30);
+WEFT_DETAIL_UNARY(elu_fn, (x > typename A::Scalar(0)).select(x, x.expm1()), 25);
+WEFT_DETAIL_UNARY(selu_fn,
+                  (x > typename A::Scalar(0))
+                      .select(x * typename A::Scalar(gradients::selu_scale),
+                              x.expm1() * typename A::Scalar(gradients::selu_scale * gradients::selu_alpha)),
+                  25);
+WEFT_DETAIL_UNARY(relu6_fn, (x != x).select(x, x.cwiseMax(typename A::Scalar(0)).cwiseMin(typename A::Scalar(6))), 2);  ///< NaN of NaN
 WEFT_DETAIL_UNARY(floor_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::floor>()), 1);
 WEFT_DETAIL_UNARY(ceil_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::ceil>()), 1);
 WEFT_DETAIL_UNARY(round_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::half_even>()), 1);
@@ -23192,6 +23233,9 @@ WEFT_DETAIL_UNARY_OP(Floor, floor_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Ceil, ceil_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Round, round_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Sign, sign_fn, kernel_signed_real_types)
+WEFT_DETAIL_UNARY_OP(Elu, elu_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Selu, selu_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Relu6, relu6_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Relu, relu_fn, real_number_types)
 WEFT_DETAIL_ELEMENTWISE(LogicalNot, logical_not_fn, unary_kernel<logical_not_fn>, type_list<bool>, false)
 WEFT_DETAIL_BINARY_OP(Add, add_fn, number_types)
@@ -30854,6 +30898,9 @@ WEFT_DETAIL_DSL_UNARY(floor, Floor, float_types)
 WEFT_DETAIL_DSL_UNARY(ceil, Ceil, float_types)
 WEFT_DETAIL_DSL_UNARY(round, Round, float_types)
 WEFT_DETAIL_DSL_UNARY(sign, Sign, signed_real_types)
+WEFT_DETAIL_DSL_UNARY(elu, Elu, float_types)
+WEFT_DETAIL_DSL_UNARY(selu, Selu, float_types)
+WEFT_DETAIL_DSL_UNARY(relu6, Relu6, float_types)
 WEFT_DETAIL_DSL_UNARY(logical_not, LogicalNot, type_list<bool>)
 #undef WEFT_DETAIL_DSL_UNARY
 
@@ -33963,7 +34010,8 @@ class dropout {
   std::int64_t seed_, seed2_;
 };
 
-// Activations as layers: layers::relu, tanh, sigmoid, softmax, log_softmax.
+// Activations as layers: layers::relu, tanh, sigmoid, softmax, log_softmax, elu, selu, relu6,
+// softplus.
 #define WEFT_DETAIL_ACTIVATION_LAYER(NAME)                                   \
   /** The activation weft::NAME as a layer (a sequential's element). */      \
   struct NAME##_layer {                                                      \
@@ -33980,6 +34028,10 @@ WEFT_DETAIL_ACTIVATION_LAYER(tanh);
 WEFT_DETAIL_ACTIVATION_LAYER(sigmoid);
 WEFT_DETAIL_ACTIVATION_LAYER(softmax);
 WEFT_DETAIL_ACTIVATION_LAYER(log_softmax);
+WEFT_DETAIL_ACTIVATION_LAYER(elu);
+WEFT_DETAIL_ACTIVATION_LAYER(selu);
+WEFT_DETAIL_ACTIVATION_LAYER(relu6);
+WEFT_DETAIL_ACTIVATION_LAYER(softplus);
 #undef WEFT_DETAIL_ACTIVATION_LAYER
 
 // ---- composition -----------------------------------------------------------------------------

@@ -132,6 +132,13 @@ inline std::string expression(const fused_expr& e) {
   if (op == "Floor") return arity(1), cast("floor(" + a[0] + ")");
   if (op == "Ceil") return arity(1), cast("ceil(" + a[0] + ")");
   if (op == "Round") return arity(1), cast("rint(" + a[0] + ")");  // half to even
+  if (op == "Elu") return arity(1), cast("(" + a[0] + " > " + zero + " ? " + a[0] + " : expm1(" + a[0] + "))");
+  if (op == "Selu")  // Klambauer et al.'s scale and scale alpha, as the CPU's
+    return arity(1), cast("(" + a[0] + " > " + zero + " ? (" + C + ")1.0507009873554804934193349852946 * " + a[0] + " : (" + C +
+                              ")(1.0507009873554804934193349852946 * 1.6732632423543772848170429916717) * expm1(" + a[0] + "))");
+  if (op == "Relu6")
+    return arity(1), cast("(" + a[0] + " != " + a[0] + " ? " + a[0] + " : " + a[0] + " > " + zero + " ? (" + a[0] + " < (" + C +
+                              ")6 ? " + a[0] + " : (" + C + ")6) : " + zero + ")");  // NaN of NaN
   if (op == "Sign") {
     const std::string sign = "(" + C + ")((" + a[0] + " > " + zero + ") - (" + a[0] + " < " + zero + "))";
     return arity(1), is_floating(e.type) ? cast("(" + a[0] + " != " + a[0] + " ? " + a[0] + " : " + sign + ")") : cast(sign);

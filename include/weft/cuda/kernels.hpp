@@ -2704,6 +2704,9 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_unary<U::floor>>("Floor", "T", floats);
     register_gpu_kernel_for<gpu_unary<U::ceil>>("Ceil", "T", floats);
     register_gpu_kernel_for<gpu_unary<U::round>>("Round", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::elu>>("Elu", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::selu>>("Selu", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::relu6>>("Relu6", "T", floats);
     register_gpu_kernel_for<gpu_binary<B::add>>("Add", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_binary<B::sub>>("Sub", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_binary<B::mul>>("Mul", "T", and_complex(numbers));

@@ -105,6 +105,11 @@ __device__ __forceinline__ C apply_unary(C x) {
   else if constexpr (Op == unary::floor) return floor(x);
   else if constexpr (Op == unary::ceil) return ceil(x);
   else if constexpr (Op == unary::round) return rint(x);  // half to even
+  else if constexpr (Op == unary::elu) return x > C(0) ? x : expm1(x);
+  else if constexpr (Op == unary::selu)
+    return x > C(0) ? C(1.0507009873554804934193349852946) * x
+                    : C(1.0507009873554804934193349852946 * 1.6732632423543772848170429916717) * expm1(x);
+  else if constexpr (Op == unary::relu6) return x != x ? x : x > C(0) ? (x < C(6) ? x : C(6)) : C(0);  // NaN of NaN
   else if constexpr (std::is_unsigned_v<C>) return C(x > C(0));  // sign
   else if constexpr (!std::is_integral_v<C>) return x != x ? x : C((x > C(0)) - (x < C(0)));  // NaN of NaN
   else return C((x > C(0)) - (x < C(0)));
@@ -1078,7 +1083,7 @@ void unary_op(unary op, elem t, const void* x, void* y, std::int64_t n, cudaStre
     WEFT_UNARY(neg) WEFT_UNARY(abs) WEFT_UNARY(square) WEFT_UNARY(sqrt) WEFT_UNARY(rsqrt) WEFT_UNARY(exp)
     WEFT_UNARY(log) WEFT_UNARY(tanh) WEFT_UNARY(sigmoid) WEFT_UNARY(relu) WEFT_UNARY(logical_not) WEFT_UNARY(sign)
     WEFT_UNARY(sin) WEFT_UNARY(cos) WEFT_UNARY(reciprocal) WEFT_UNARY(log1p) WEFT_UNARY(expm1) WEFT_UNARY(softplus)
-    WEFT_UNARY(erf) WEFT_UNARY(floor) WEFT_UNARY(ceil) WEFT_UNARY(round)
+    WEFT_UNARY(erf) WEFT_UNARY(floor) WEFT_UNARY(ceil) WEFT_UNARY(round) WEFT_UNARY(elu) WEFT_UNARY(selu) WEFT_UNARY(relu6)
 #undef WEFT_UNARY
   }
 }

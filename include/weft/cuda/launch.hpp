@@ -23,7 +23,7 @@ enum class elem : int { f16, bf16, f32, f64, i32, i64, u8, boolean, c64, c128 };
 enum class unary : int {
   neg, abs, square, sqrt, rsqrt, exp, log, tanh, sigmoid, relu, logical_not, sign,
   // the real floating point types only
-  sin, cos, reciprocal, log1p, expm1, softplus, erf, floor, ceil, round,
+  sin, cos, reciprocal, log1p, expm1, softplus, erf, floor, ceil, round, elu, selu, relu6,
 };
 
 /// The elementwise binary ops the GPU computes (binary_op), broadcasting.

@@ -894,7 +894,8 @@ class dropout {
   std::int64_t seed_, seed2_;
 };
 
-// Activations as layers: layers::relu, tanh, sigmoid, softmax, log_softmax.
+// Activations as layers: layers::relu, tanh, sigmoid, softmax, log_softmax, elu, selu, relu6,
+// softplus.
 #define WEFT_DETAIL_ACTIVATION_LAYER(NAME)                                   \
   /** The activation weft::NAME as a layer (a sequential's element). */      \
   struct NAME##_layer {                                                      \
@@ -911,6 +912,10 @@ WEFT_DETAIL_ACTIVATION_LAYER(tanh);
 WEFT_DETAIL_ACTIVATION_LAYER(sigmoid);
 WEFT_DETAIL_ACTIVATION_LAYER(softmax);
 WEFT_DETAIL_ACTIVATION_LAYER(log_softmax);
+WEFT_DETAIL_ACTIVATION_LAYER(elu);
+WEFT_DETAIL_ACTIVATION_LAYER(selu);
+WEFT_DETAIL_ACTIVATION_LAYER(relu6);
+WEFT_DETAIL_ACTIVATION_LAYER(softplus);
 #undef WEFT_DETAIL_ACTIVATION_LAYER
 
 // ---- composition -----------------------------------------------------------------------------

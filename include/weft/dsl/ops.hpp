@@ -237,6 +237,9 @@ WEFT_DETAIL_DSL_UNARY(floor, Floor, float_types)
 WEFT_DETAIL_DSL_UNARY(ceil, Ceil, float_types)
 WEFT_DETAIL_DSL_UNARY(round, Round, float_types)
 WEFT_DETAIL_DSL_UNARY(sign, Sign, signed_real_types)
+WEFT_DETAIL_DSL_UNARY(elu, Elu, float_types)
+WEFT_DETAIL_DSL_UNARY(selu, Selu, float_types)
+WEFT_DETAIL_DSL_UNARY(relu6, Relu6, float_types)
 WEFT_DETAIL_DSL_UNARY(logical_not, LogicalNot, type_list<bool>)
 #undef WEFT_DETAIL_DSL_UNARY
 

@@ -197,6 +197,13 @@ WEFT_DETAIL_UNARY(expm1_fn, x.expm1(), 25);
 /// negative x.
 WEFT_DETAIL_UNARY(softplus_fn, x.cwiseMax(typename A::Scalar(0)) + (-x.abs()).exp().log1p(), 50);
 WEFT_DETAIL_UNARY(erf_fn, x.erf(), 30);
+WEFT_DETAIL_UNARY(elu_fn, (x > typename A::Scalar(0)).select(x, x.expm1()), 25);
+WEFT_DETAIL_UNARY(selu_fn,
+                  (x > typename A::Scalar(0))
+                      .select(x * typename A::Scalar(gradients::selu_scale),
+                              x.expm1() * typename A::Scalar(gradients::selu_scale * gradients::selu_alpha)),
+                  25);
+WEFT_DETAIL_UNARY(relu6_fn, (x != x).select(x, x.cwiseMax(typename A::Scalar(0)).cwiseMin(typename A::Scalar(6))), 2);  ///< NaN of NaN
 WEFT_DETAIL_UNARY(floor_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::floor>()), 1);
 WEFT_DETAIL_UNARY(ceil_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::ceil>()), 1);
 WEFT_DETAIL_UNARY(round_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::half_even>()), 1);
@@ -681,6 +688,9 @@ WEFT_DETAIL_UNARY_OP(Floor, floor_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Ceil, ceil_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Round, round_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Sign, sign_fn, kernel_signed_real_types)
+WEFT_DETAIL_UNARY_OP(Elu, elu_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Selu, selu_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Relu6, relu6_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Relu, relu_fn, real_number_types)
 WEFT_DETAIL_ELEMENTWISE(LogicalNot, logical_not_fn, unary_kernel<logical_not_fn>, type_list<bool>, false)
 WEFT_DETAIL_BINARY_OP(Add, add_fn, number_types)
