@@ -203,7 +203,7 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "ScatterNd", "TensorScatterAdd", "TensorScatterUpdate", "SumToShape", "OneHot",
                          "SoftmaxCrossEntropyWithLogits", "L2Loss", "ApplyAdagrad", "ApplyRMSProp", "Sin", "Cos",
                          "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round", "Sign",
-                         "SquaredDifference", "Elu", "Selu", "Relu6"}) {
+                         "SquaredDifference", "Elu", "Selu", "Relu6", "IsNan", "IsInf", "IsFinite"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -442,6 +442,8 @@ TEST_CASE("a fused subtree becomes CUDA source that NVRTC compiles, for every op
       {"Relu6:float32(Selu:float32(Elu:float32($float32)))", {dtype::float32}, dtype::float32},
       {"Relu6:bfloat16(Selu:bfloat16(Elu:bfloat16($bfloat16)))", {dtype::bfloat16}, dtype::bfloat16},
       {"Relu6:float64(Selu:float64(Elu:float64($float64)))", {dtype::float64}, dtype::float64},
+      {"LogicalOr:bool(IsNan:bool($float16),LogicalAnd:bool(IsInf:bool($float16),IsFinite:bool($float16)))", {dtype::float16}, dtype::boolean},
+      {"SelectV2:float64(IsFinite:bool($float64),$float64,$float64)", {dtype::float64}, dtype::float64},
   };
   int compiled = 0;
   for (const auto& s : samples) {

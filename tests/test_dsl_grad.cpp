@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -246,6 +247,40 @@ TEST_CASE("dsl grad: a DSL-lowered graph differentiated op by op expands its fus
   auto out = s.run({{xo, tensor::from_vector(xv)}, {co, tensor::scalar(0.5)}}, {d[0], d[1]});
   check_close(out[0].flat<double>(), want_x.to_vector(), 1e-12);
   check_close(out[1].flat<double>(), want_c.to_vector(), 1e-12);
+}
+
+TEST_CASE("dsl grad: is_nan is_inf and is_finite fuse as masks and check_numerics checks the value and its gradient", "[dsl][grad]") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  auto x = placeholder<double>("x", dims<6>);
+  auto w = placeholder<double>("w", dims<6>);
+  // The non-finite entries replaced by 0, then a weighted sum of squares, plus the weights
+  // where x is not finite.
+  auto clean = select(is_finite(x), x, 0.0);
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(is_nan(x))>, bool>);
+  auto y = reduce_sum(check_numerics(clean, "clean") * check_numerics(clean, "clean") * w) +
+           reduce_sum(select(is_nan(x) || is_inf(x), w, w * 0.0));
+  auto dw = grad(y, w);
+  const std::vector<double> xv{1.5, nan, -2, inf, -inf, 0.5}, wv{1, 2, 3, 4, 5, 6};
+  for (bool on : {true, false}) {
+    INFO("fusion " << on);
+    client_session sess(fusion(on));
+    auto [yv, gv] = sess.run(fetch(y, dw), feed(x, tensor_of<double, 1>(xv, {6})), feed(w, tensor_of<double, 1>(wv, {6})));
+    CHECK(yv.scalar() == Approx(1.5 * 1.5 * 1 + 4.0 * 3 + 0.25 * 6 + 2 + 4 + 5));
+    check_close(gv.flat(), {2.25, 1, 4, 1, 1, 0.25}, 1e-12);  // d/dw: clean^2, or 1 where x is not finite
+    CHECK(count_op(sess.current_graph(), "CheckNumerics") == 1);  // the two calls are one node
+    if (on) CHECK(count_op(sess.current_graph(), "IsFinite") == 0);
+  }
+  // Unclean: the check names its node and message when the step runs; its gradient is checked.
+  auto z = reduce_sum(check_numerics(x * w, "x times w"));
+  client_session sess;
+  const std::vector<double> finite{1, 2, 3, 4, 5, 6};
+  CHECK(sess.run(z, feed(x, tensor_of<double, 1>(finite, {6})), feed(w, tensor_of<double, 1>(wv, {6}))).scalar() == Approx(91));
+  try {
+    (void)sess.run(z, feed(x, tensor_of<double, 1>(xv, {6})), feed(w, tensor_of<double, 1>(wv, {6})));
+    FAIL("no error");
+  } catch (const error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("CheckNumerics") && Catch::Contains("x times w : Tensor had NaN and Inf values"));
+  }
 }
 
 TEST_CASE("dsl grad: through reduce_prod (zeros included) and gather", "[dsl][grad]") {

@@ -79,6 +79,9 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
       {"Sign, flat away from 0", unary("Sign"), {{{2, 3}, 0.2, 1.2}}},
       {"SquaredDifference, a row broadcast", binary("SquaredDifference"), {m23, row3}},
       {"Elu", unary("Elu"), {m23}},
+      {"CheckNumerics", [](graph& g, const std::vector<output>& x) {
+         return op(g, "CheckNumerics", {x[0]}, {{"message", std::string("x")}});
+       }, {m23}},
       {"Selu", unary("Selu"), {m23}},
       {"Relu6, on both sides of 0 and 6", unary("Relu6"), {{{2, 3}, -1.5, 7.5}}},
       {"Abs", unary("Abs"), {m23}},
@@ -353,6 +356,21 @@ TEST_CASE("gradients: Abs's gradient is d * sign(x), 0 at 0, as TensorFlow's", "
   session s(g, one_thread());
   auto got = s.run({{x, tensor::from_vector(std::vector<float>{-2, 0, 3, -0.0f}, shape{4})}}, {d[0]}).at(0);
   CHECK(got.to_vector<float>() == std::vector<float>{-1, 0, 1, 0});
+}
+
+TEST_CASE("gradients: CheckNumerics checks the gradient too, with TensorFlow's words and the message", "[gradients]") {
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape({3}), node_options("x"));
+  auto checked = op(g, "CheckNumerics", {x}, {{"message", std::string("x of the root")}});
+  auto d = add_gradients(g, {op(g, "Sum", {op(g, "Sqrt", {checked}), ints(g, {0})})}, {x});
+  session s(g, one_thread());
+  auto got = s.run({{x, tensor::from_vector(std::vector<float>{1, 4, 0.25f}, shape{3})}}, {d[0]}).at(0);
+  CHECK(got.to_vector<float>() == std::vector<float>{0.5f, 0.25f, 1});  // 1 / (2 sqrt(x))
+  // sqrt's gradient at 0 is infinite: the gradient's check fails, the forward's passes.
+  test::require_error([&] { s.run({{x, tensor::from_vector(std::vector<float>{1, 0, 4}, shape{3})}}, {d[0]}); },
+                      {"CheckNumerics", "Not a number (NaN) or infinity (Inf) values detected in gradient. x of the root : Tensor had Inf values"});
+  test::require_error([&] { s.run({{x, tensor::from_vector(std::vector<float>{1, -1, 4}, shape{3})}}, {d[0]}); },
+                      {"detected in gradient. x of the root : Tensor had NaN values"});  // sqrt(-1)'s gradient is NaN
 }
 
 TEST_CASE("gradients: an op without a rule, or an integer output, is a clear error", "[gradients]") {

@@ -120,6 +120,43 @@ TEST_CASE("Sin Cos Reciprocal Log1p Expm1 Softplus Erf Floor Ceil Round Sign Elu
   }
 }
 
+TEST_CASE("IsNan IsInf and IsFinite in every float dtype, and CheckNumerics passes finite tensors and names NaN and Inf") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  // 19 values: every packet width sees the edges among ordinary values.
+  const std::vector<double> x{1, -2, inf, 0, nan, 3, -inf, 5, 6, 7, 8, nan, 1e300, -0.0, 1e-310, 2, 3, 4, inf};
+  for (dtype t : {dtype::float64, dtype::float32, dtype::float16, dtype::bfloat16}) {
+    INFO(t);
+    graph g;
+    auto& v = g.op("Cast", {c<double>(g, {19}, x)}, {{"DstT", t}});
+    const auto held = eval(g, g.op("Cast", {v}, {{"DstT", dtype::float64}})).to_vector<double>();  // 1e300: inf in float32
+    const auto nans = eval(g, g.op("IsNan", {v})), infs = eval(g, g.op("IsInf", {v})), finite = eval(g, g.op("IsFinite", {v}));
+    REQUIRE(nans.dtype() == dtype::boolean);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      INFO(held[i]);
+      CHECK(nans.to_vector<bool>()[i] == std::isnan(held[i]));
+      CHECK(infs.to_vector<bool>()[i] == std::isinf(held[i]));
+      CHECK(finite.to_vector<bool>()[i] == std::isfinite(held[i]));
+    }
+  }
+  graph g;
+  auto& ok = c<float>(g, {2, 2}, {1, -2, 0, 1e30f});
+  const tensor in = eval(g, ok), out = eval(g, g.op("CheckNumerics", {ok}, {{"message", std::string("fine")}}));
+  CHECK(out.to_vector<float>() == in.to_vector<float>());
+  CHECK(eval(g, g.op("CheckNumerics", {c<float>(g, {0, 3}, {})}, {{"message", std::string("empty")}})).shape() == shape{0, 3});
+  CHECK(eval(g, g.op("CheckNumerics", {g.constant(tensor::scalar(2.5))}, {{"message", std::string("scalar")}})).shape() == shape{});
+  auto check = [&](std::vector<float> v, const char* what) {
+    auto& t = c<float>(g, {static_cast<std::int64_t>(v.size())}, v);
+    const std::string name = "check_logits_" + std::to_string(v.size());
+    auto& n = g.op("CheckNumerics", {t}, {{"message", std::string("the logits")}}, node_options(name));
+    test::require_error([&] { eval(g, n); }, {name, "CheckNumerics", "the logits : Tensor had", what});
+  };
+  const float finf = std::numeric_limits<float>::infinity(), fnan = std::numeric_limits<float>::quiet_NaN();
+  check({1, fnan, 2}, "NaN values");
+  check({1, 2, 3, 4, 5, 6, 7, 8, 9, -finf}, "Inf values");
+  check({finf, fnan}, "NaN and Inf values");
+  test::require_error([&] { g.op("IsNan", {c<std::int32_t>(g, {1}, {1})}); }, {"IsNan", "int32"});
+}
+
 TEST_CASE("Sign of integers and SquaredDifference broadcast as TensorFlow's, empty and rank 0 included") {
   graph g;
   auto& ints = c<std::int32_t>(g, {5}, {-7, 0, 3, INT32_MIN, INT32_MAX});

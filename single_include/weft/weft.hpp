@@ -4215,6 +4215,18 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   // Activations, TensorFlow's: Elu is x where x > 0, else e^x - 1; Selu is scale x where
   // x > 0, else scale alpha (e^x - 1) (Klambauer et al.'s constants); Relu6 is min(max(x, 0), 6).
   for (const char* name : {"Elu", "Selu", "Relu6"}) unary(name, real_float_type_attr);
+  // IsNan, IsInf (either infinity), IsFinite (neither NaN nor an infinity): bool, no gradient.
+  for (const char* name : {"IsNan", "IsInf", "IsFinite"})
+    defs.push_back(op_def_builder(name).input("x: T").output("y: bool").attr(real_float_type_attr).shape_fn(same_shape).build());
+  // CheckNumerics(tensor): the tensor itself, or an error "<message> : Tensor had NaN values"
+  // (Inf, NaN and Inf: TensorFlow's words) naming the node.
+  defs.push_back(op_def_builder("CheckNumerics")
+                     .input("tensor: T")
+                     .output("output: T")
+                     .attr(real_float_type_attr)
+                     .attr("message: string")
+                     .shape_fn(same_shape)
+                     .build());
   // ReluGrad(gradients, features): gradients where features > 0, else 0 (TensorFlow's; features
   // is Relu's input or output, which are positive at the same places). One pass where
   // Greater and SelectV2 took two and a bool tensor between them. No broadcasting.
@@ -4502,6 +4514,18 @@ struct relu6_grad {
   static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x > 0.0, select(x < 6.0, d, 0.0), 0.0)}; }
 };
 
+/// The gradient rule of CheckNumerics (framework/gradient_rule.hpp): the gradient checked too,
+/// with TensorFlow's words before the node's message.
+struct check_numerics_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {a.d().then("CheckNumerics", {},
+                       {{"message", "Not a number (NaN) or infinity (Inf) values detected in gradient. " +
+                                        a.n.template attr<std::string>("message")}})};
+  }
+};
+
 /// The gradient rule of SquaredDifference (framework/gradient_rule.hpp): z = (x - y)^2:
 /// dx = 2 d (x - y), dy = -dx.
 struct squared_difference_grad {
@@ -4594,6 +4618,10 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sign, math, gradients::flat_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Elu, math, gradients::elu_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Selu, math, gradients::selu_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Relu6, math, gradients::relu6_grad)
+WEFT_DETAIL_OP_TYPE(IsNan, math)
+WEFT_DETAIL_OP_TYPE(IsInf, math)
+WEFT_DETAIL_OP_TYPE(IsFinite, math)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(CheckNumerics, math, gradients::check_numerics_grad)
 /// Op Relu as a C++ type (of the math family), with its gradient rule and its partials.
 struct Relu {
   static constexpr const char* name = "Relu";  ///< "Relu"
@@ -4629,7 +4657,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };
@@ -22435,6 +22463,7 @@ struct kernel_for<ops::families::array, T, device_types::cpu> {
 /// strides (0 along broadcast dims) where rows are short.
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <complex>
@@ -22748,6 +22777,9 @@ WEFT_DETAIL_UNARY(selu_fn,
                       .select(x * typename A::Scalar(gradients::selu_scale),
                               x.expm1() * typename A::Scalar(gradients::selu_scale * gradients::selu_alpha)),
                   25);
+WEFT_DETAIL_UNARY(is_nan_fn, x != x, 1);
+WEFT_DETAIL_UNARY(is_inf_fn, x.abs() == std::numeric_limits<typename A::Scalar>::infinity(), 1);
+WEFT_DETAIL_UNARY(is_finite_fn, x.abs() < std::numeric_limits<typename A::Scalar>::infinity(), 1);  ///< NaN: false
 WEFT_DETAIL_UNARY(relu6_fn, (x != x).select(x, x.cwiseMax(typename A::Scalar(0)).cwiseMin(typename A::Scalar(6))), 2);  ///< NaN of NaN
 WEFT_DETAIL_UNARY(floor_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::floor>()), 1);
 WEFT_DETAIL_UNARY(ceil_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::ceil>()), 1);
@@ -22794,40 +22826,48 @@ struct relu_fn {
   }
 };
 
-/// y = F(x), elements of type T, split across the intra-op threads.
-template <class F, class T>
+/// y = F(x), elements of type T (bool ones out where Bool), split across the intra-op threads.
+template <class F, class T, bool Bool = false>
 void unary_compute(kernel_context& ctx, const tensor& x, tensor& y) {
+  using Out = std::conditional_t<Bool, bool, T>;
   const T* in = x.data<T>();
-  T* out = y.data<T>();
+  Out* out = y.data<Out>();
   ctx.parallel_for(x.num_elements(), F::cost, [&](std::int64_t b, std::int64_t e) {
     if constexpr (is_looped_v<T>)
       for (std::int64_t i = b; i < e; ++i) out[i] = F::scalar(in[i]);
     else
-      array_out<T>(out + b, e - b) = F::apply(array_map<T>(in + b, e - b));
+      array_out<Out>(out + b, e - b) = F::apply(array_map<T>(in + b, e - b));
   });
 }
 
 /// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
-/// back (both null when T is C). One body per (F, C), so each further T costs only its class.
-template <class F, class C>
+/// back (both null when T is C; a bool output where Bool is not narrowed). One body per (F,
+/// C), so each further T costs only its class.
+template <class F, class C, bool Bool = false>
 void unary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_fn narrow) {
   tensor x = ctx.input(0);
   tensor& y = ctx.allocate_output(0, x.shape());
-  if (!widen) return unary_compute<F, C>(ctx, x, y);
-  tensor xc = detail::converted(ctx, widen, x, dtype_of<C>), yc(dtype_of<C>, x.shape());
-  unary_compute<F, C>(ctx, xc, yc);
-  detail::run_convert(ctx, narrow, yc, y);
+  if (!widen) return unary_compute<F, C, Bool>(ctx, x, y);
+  tensor xc = detail::converted(ctx, widen, x, dtype_of<C>);
+  if constexpr (Bool) {
+    unary_compute<F, C, true>(ctx, xc, y);
+  } else {
+    tensor yc(dtype_of<C>, x.shape());
+    unary_compute<F, C>(ctx, xc, yc);
+    detail::run_convert(ctx, narrow, yc, y);
+  }
 }
 
-/// The CPU kernels of the unary op whose functor is F: `unary_kernel<F>::of<T>` for dtype T.
-template <class F>
+/// The CPU kernels of the unary op whose functor is F (a bool output when Bool: IsNan and
+/// the like): `unary_kernel<F>::of<T>` for dtype T.
+template <class F, bool Bool = false>
 struct unary_kernel {
   /// The kernel for inputs of dtype T.
   template <class T>
   struct of final : op_kernel {
     /// The kernel of a node (it reads no attrs).
     explicit of(const node&) {}
-    void compute(kernel_context& ctx) const override { unary_run<F, compute_t<T>>(ctx, widen_fn<T>, narrow_fn<T>); }
+    void compute(kernel_context& ctx) const override { unary_run<F, compute_t<T>, Bool>(ctx, widen_fn<T>, narrow_fn<T>); }
   };
 };
 
@@ -23178,6 +23218,36 @@ struct string_compare_kernel final : op_kernel {
   }
 };
 
+/// CheckNumerics: the input itself (no copy), or an invalid_argument error with the node's
+/// message and TensorFlow's words where an element is NaN or an infinity; floats compared in
+/// their compute type, the threads' findings joined.
+template <class T>
+struct check_numerics_kernel final : op_kernel {
+  /// The kernel of a node: its message.
+  explicit check_numerics_kernel(const node& n) : message_(n.attr<std::string>("message")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const T* p = x.data<T>();
+    std::atomic<bool> nan{false}, inf{false};
+    ctx.parallel_for(x.num_elements(), 1, [&](std::int64_t b, std::int64_t e) {
+      bool n = false, i = false;
+      for (std::int64_t k = b; k < e; ++k) {
+        const auto v = static_cast<compute_t<T>>(p[k]);
+        n |= std::isnan(v);
+        i |= std::isinf(v);
+      }
+      if (n) nan = true;
+      if (i) inf = true;
+    });
+    if (nan || inf)
+      fail(error_code::invalid_argument, message_, " : Tensor had ", nan && inf ? "NaN and Inf" : nan ? "NaN" : "Inf",
+           " values");
+    ctx.set_output(0, x);
+  }
+ private:
+  std::string message_;
+};
+
 /// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
@@ -23210,6 +23280,8 @@ struct elementwise_cpu;
   };
 template <class F>
 using bool_binary_kernel = binary_kernel<F, true>;  ///< comparisons and logical ops: bool output
+template <class F>
+using bool_unary_kernel = unary_kernel<F, true>;  ///< IsNan, IsInf, IsFinite: bool output
 #define WEFT_DETAIL_UNARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, unary_kernel<FN>, TYPES, true)
 #define WEFT_DETAIL_BINARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, binary_kernel<FN>, TYPES, true)
 #define WEFT_DETAIL_COMPARISON_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, bool_binary_kernel<FN>, TYPES, true)
@@ -23236,6 +23308,9 @@ WEFT_DETAIL_UNARY_OP(Sign, sign_fn, kernel_signed_real_types)
 WEFT_DETAIL_UNARY_OP(Elu, elu_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Selu, selu_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Relu6, relu6_fn, float_types)
+WEFT_DETAIL_ELEMENTWISE(IsNan, is_nan_fn, bool_unary_kernel<is_nan_fn>, float_types, true)
+WEFT_DETAIL_ELEMENTWISE(IsInf, is_inf_fn, bool_unary_kernel<is_inf_fn>, float_types, true)
+WEFT_DETAIL_ELEMENTWISE(IsFinite, is_finite_fn, bool_unary_kernel<is_finite_fn>, float_types, true)
 WEFT_DETAIL_UNARY_OP(Relu, relu_fn, real_number_types)
 WEFT_DETAIL_ELEMENTWISE(LogicalNot, logical_not_fn, unary_kernel<logical_not_fn>, type_list<bool>, false)
 WEFT_DETAIL_BINARY_OP(Add, add_fn, number_types)
@@ -23299,6 +23374,7 @@ void register_elementwise_kernels() {
   ops::register_math_ops();
   register_table_kernels(ops::families::math::types{});
   register_for<relu_grad_kernel>("ReluGrad", "T", real_number_types{});
+  register_for<check_numerics_kernel>("CheckNumerics", "T", float_types{});
   register_for<select_kernel>("SelectV2", "T", all_types{});
   register_for<select_rows_kernel>("Select", "T", all_types{});
   register_cpu_kernel<string_compare_kernel<true>>("Equal", {"T", dtype::string});
@@ -23321,6 +23397,12 @@ template <class T>
 struct kernel_for<ops::ReluGrad, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::relu_grad_kernel<T>>("ReluGrad", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of CheckNumerics's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::CheckNumerics, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::check_numerics_kernel<T>>("CheckNumerics", {"T", dtype_of<T>}); }
 };
 /// Typed code's registration of SelectV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>
@@ -30903,6 +30985,63 @@ WEFT_DETAIL_DSL_UNARY(selu, Selu, float_types)
 WEFT_DETAIL_DSL_UNARY(relu6, Relu6, float_types)
 WEFT_DETAIL_DSL_UNARY(logical_not, LogicalNot, type_list<bool>)
 #undef WEFT_DETAIL_DSL_UNARY
+
+// is_nan, is_inf, is_finite: elementwise tests of a float expression, bool expressions
+// (fused with their neighbours; no gradient flows through them).
+#define WEFT_DETAIL_DSL_PREDICATE(FN, OP)                                                               \
+  namespace tags {                                                                                      \
+  /** The DSL's tag of op OP, as fusion reads it. */                                                    \
+  struct FN {                                                                                           \
+    using op = ops::OP;                           /**< the op's type */                                 \
+    static constexpr const char* name = op::name; /**< the op's name */                                 \
+    /** Registers the op's kernel for element type T where a program compiles its own. */               \
+    template <class T>                                                                                  \
+    static void register_kernel() {                                                                     \
+      use_kernels<op, T>();                                                                             \
+    }                                                                                                   \
+  };                                                                                                    \
+  }                                                                                                     \
+  namespace check {                                                                                     \
+  WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operand must be float16, bfloat16, float or double"); \
+  }                                                                                                     \
+  /** Op OP elementwise: a bool expression of the operand's shape (float16, bfloat16, float or */      \
+  /** double; another dtype is a compile error). */                                                     \
+  template <expression A>                                                                               \
+  auto FN(const A& a) {                                                                                 \
+    using T = value_type_of<A>;                                                                         \
+    (void)check::FN##_dtype<T, detail::in_list<T, float_types>::value>::value;                         \
+    return op_expr<elementwise_op<tags::FN, T>, bool, shape_of<A>, std::remove_cvref_t<A>>({}, a);     \
+  }
+
+WEFT_DETAIL_DSL_PREDICATE(is_nan, IsNan)
+WEFT_DETAIL_DSL_PREDICATE(is_inf, IsInf)
+WEFT_DETAIL_DSL_PREDICATE(is_finite, IsFinite)
+#undef WEFT_DETAIL_DSL_PREDICATE
+
+/// CheckNumerics's descriptor: its message.
+template <class T>
+struct check_numerics_op : detail::lowers_plainly<check_numerics_op<T>> {
+  static constexpr bool elementwise = false;  ///< a node of its own: the point where the check is made
+  using op = ops::CheckNumerics;  ///< the op's type
+  static constexpr const char* name = "CheckNumerics";  ///< the graph op's name
+  std::string message;  ///< the error's first words
+  /// The node's attrs.
+  attr_map attrs() const { return {{"message", message}}; }
+  /// Asks for the kernel the node needs (where a program compiles its own).
+  void prepare() const { use_kernels<op, T>(); }
+};
+namespace check {
+WEFT_DETAIL_SUPPORT_CHECK(check_numerics_dtype, "weft::check_numerics: the operand must be float16, bfloat16, float or double");
+}
+/// check_numerics(x, message): x's value, or, when the step runs, an invalid_argument error
+/// "<message> : Tensor had NaN values" (Inf, NaN and Inf: TensorFlow's words) naming the
+/// node; x's gradient through it is checked too. float16, bfloat16, float or double.
+template <expression A>
+auto check_numerics(const A& a, std::string message) {
+  using T = value_type_of<A>;
+  (void)check::check_numerics_dtype<T, detail::in_list<T, float_types>::value>::value;
+  return op_expr<check_numerics_op<T>, T, shape_of<A>, std::remove_cvref_t<A>>({{}, std::move(message)}, a);
+}
 
 namespace detail {
 /// Lowers the operands of a binary op: a scalar beside an expression takes its dtype.

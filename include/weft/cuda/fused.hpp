@@ -139,6 +139,9 @@ inline std::string expression(const fused_expr& e) {
   if (op == "Relu6")
     return arity(1), cast("(" + a[0] + " != " + a[0] + " ? " + a[0] + " : " + a[0] + " > " + zero + " ? (" + a[0] + " < (" + C +
                               ")6 ? " + a[0] + " : (" + C + ")6) : " + zero + ")");  // NaN of NaN
+  if (op == "IsNan") return arity(1), cast("isnan(" + a[0] + ")");
+  if (op == "IsInf") return arity(1), cast("isinf(" + a[0] + ")");
+  if (op == "IsFinite") return arity(1), cast("isfinite(" + a[0] + ")");
   if (op == "Sign") {
     const std::string sign = "(" + C + ")((" + a[0] + " > " + zero + ") - (" + a[0] + " < " + zero + "))";
     return arity(1), is_floating(e.type) ? cast("(" + a[0] + " != " + a[0] + " ? " + a[0] + " : " + sign + ")") : cast(sign);

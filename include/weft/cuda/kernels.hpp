@@ -416,6 +416,21 @@ struct gpu_unary final : op_kernel {
   launch::elem t_;
 };
 
+/// The GPU kernel of IsNan, IsInf and IsFinite (floats in, bool out).
+template <launch::predicate Op>
+struct gpu_predicate final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
+  explicit gpu_predicate(const node& n) : t_(elem_of(n.attr<dtype>("T"), n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    tensor& y = ctx.allocate_output(0, x.shape());
+    launch::predicate_op(Op, t_, x.raw_data(), static_cast<bool*>(y.raw_data()), x.num_elements(), gpu_of(ctx.device()).stream());
+    launched(ctx.node().op().c_str());
+  }
+ private:
+  launch::elem t_;
+};
+
 /// The GPU kernel of Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluGrad, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr.
 template <launch::binary Op>
 struct gpu_binary final : op_kernel {
@@ -2707,6 +2722,9 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_unary<U::elu>>("Elu", "T", floats);
     register_gpu_kernel_for<gpu_unary<U::selu>>("Selu", "T", floats);
     register_gpu_kernel_for<gpu_unary<U::relu6>>("Relu6", "T", floats);
+    register_gpu_kernel_for<gpu_predicate<launch::predicate::is_nan>>("IsNan", "T", floats);
+    register_gpu_kernel_for<gpu_predicate<launch::predicate::is_inf>>("IsInf", "T", floats);
+    register_gpu_kernel_for<gpu_predicate<launch::predicate::is_finite>>("IsFinite", "T", floats);
     register_gpu_kernel_for<gpu_binary<B::add>>("Add", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_binary<B::sub>>("Sub", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_binary<B::mul>>("Mul", "T", and_complex(numbers));

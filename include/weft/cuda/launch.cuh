@@ -115,6 +115,16 @@ __device__ __forceinline__ C apply_unary(C x) {
   else return C((x > C(0)) - (x < C(0)));
 }
 
+template <predicate Op, class T>
+__global__ void predicate_kernel(const T* x, bool* y, std::int64_t n) {
+  WEFT_GRID_LOOP(i, n) {
+    const auto v = load(x[i]);
+    if constexpr (Op == predicate::is_nan) y[i] = isnan(v);
+    else if constexpr (Op == predicate::is_inf) y[i] = isinf(v);
+    else y[i] = isfinite(v);
+  }
+}
+
 template <unary Op, class T>
 __global__ void unary_kernel(const T* x, T* y, std::int64_t n) {
   WEFT_GRID_LOOP(i, n) y[i] = store<T>(apply_unary<Op>(load(x[i])));
@@ -1073,6 +1083,20 @@ __global__ void lu_singular_kernel(const T* lu, std::int64_t batch, std::int64_t
 }  // namespace kernels
 
 // ---- the entry points ----
+
+void predicate_op(predicate op, elem t, const void* x, bool* y, std::int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  using namespace kernels;
+  dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (is_float<T>) {
+      const T* in = static_cast<const T*>(x);
+      if (op == predicate::is_nan) predicate_kernel<predicate::is_nan, T><<<blocks_for(n), threads, 0, s>>>(in, y, n);
+      if (op == predicate::is_inf) predicate_kernel<predicate::is_inf, T><<<blocks_for(n), threads, 0, s>>>(in, y, n);
+      if (op == predicate::is_finite) predicate_kernel<predicate::is_finite, T><<<blocks_for(n), threads, 0, s>>>(in, y, n);
+    }
+  });
+}
 
 void unary_op(unary op, elem t, const void* x, void* y, std::int64_t n, cudaStream_t s) {
   if (n <= 0) return;

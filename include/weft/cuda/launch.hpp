@@ -111,6 +111,10 @@ inline WEFT_HOST_DEVICE std::int64_t offset_in(const broadcast_plan& p, int k, s
   return off;
 }
 
+/// The elementwise tests of floats the GPU computes (predicate_op): IsNan, IsInf, IsFinite.
+enum class predicate : int { is_nan, is_inf, is_finite };
+/// y = op(x), bool, for n elements of floating type t (f16, bf16, f32, f64).
+void predicate_op(predicate op, elem t, const void* x, bool* y, std::int64_t n, cudaStream_t stream);
 /// y = op(x) for n elements of type t (complex ones: the ops complex_unary names).
 void unary_op(unary op, elem t, const void* x, void* y, std::int64_t n, cudaStream_t stream);
 /// z = a op b for the n elements of z, operands indexed by `plan` (0: a, 1: b); complex

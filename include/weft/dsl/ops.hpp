@@ -243,6 +243,63 @@ WEFT_DETAIL_DSL_UNARY(relu6, Relu6, float_types)
 WEFT_DETAIL_DSL_UNARY(logical_not, LogicalNot, type_list<bool>)
 #undef WEFT_DETAIL_DSL_UNARY
 
+// is_nan, is_inf, is_finite: elementwise tests of a float expression, bool expressions
+// (fused with their neighbours; no gradient flows through them).
+#define WEFT_DETAIL_DSL_PREDICATE(FN, OP)                                                               \
+  namespace tags {                                                                                      \
+  /** The DSL's tag of op OP, as fusion reads it. */                                                    \
+  struct FN {                                                                                           \
+    using op = ops::OP;                           /**< the op's type */                                 \
+    static constexpr const char* name = op::name; /**< the op's name */                                 \
+    /** Registers the op's kernel for element type T where a program compiles its own. */               \
+    template <class T>                                                                                  \
+    static void register_kernel() {                                                                     \
+      use_kernels<op, T>();                                                                             \
+    }                                                                                                   \
+  };                                                                                                    \
+  }                                                                                                     \
+  namespace check {                                                                                     \
+  WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operand must be float16, bfloat16, float or double"); \
+  }                                                                                                     \
+  /** Op OP elementwise: a bool expression of the operand's shape (float16, bfloat16, float or */      \
+  /** double; another dtype is a compile error). */                                                     \
+  template <expression A>                                                                               \
+  auto FN(const A& a) {                                                                                 \
+    using T = value_type_of<A>;                                                                         \
+    (void)check::FN##_dtype<T, detail::in_list<T, float_types>::value>::value;                         \
+    return op_expr<elementwise_op<tags::FN, T>, bool, shape_of<A>, std::remove_cvref_t<A>>({}, a);     \
+  }
+
+WEFT_DETAIL_DSL_PREDICATE(is_nan, IsNan)
+WEFT_DETAIL_DSL_PREDICATE(is_inf, IsInf)
+WEFT_DETAIL_DSL_PREDICATE(is_finite, IsFinite)
+#undef WEFT_DETAIL_DSL_PREDICATE
+
+/// CheckNumerics's descriptor: its message.
+template <class T>
+struct check_numerics_op : detail::lowers_plainly<check_numerics_op<T>> {
+  static constexpr bool elementwise = false;  ///< a node of its own: the point where the check is made
+  using op = ops::CheckNumerics;  ///< the op's type
+  static constexpr const char* name = "CheckNumerics";  ///< the graph op's name
+  std::string message;  ///< the error's first words
+  /// The node's attrs.
+  attr_map attrs() const { return {{"message", message}}; }
+  /// Asks for the kernel the node needs (where a program compiles its own).
+  void prepare() const { use_kernels<op, T>(); }
+};
+namespace check {
+WEFT_DETAIL_SUPPORT_CHECK(check_numerics_dtype, "weft::check_numerics: the operand must be float16, bfloat16, float or double");
+}
+/// check_numerics(x, message): x's value, or, when the step runs, an invalid_argument error
+/// "<message> : Tensor had NaN values" (Inf, NaN and Inf: TensorFlow's words) naming the
+/// node; x's gradient through it is checked too. float16, bfloat16, float or double.
+template <expression A>
+auto check_numerics(const A& a, std::string message) {
+  using T = value_type_of<A>;
+  (void)check::check_numerics_dtype<T, detail::in_list<T, float_types>::value>::value;
+  return op_expr<check_numerics_op<T>, T, shape_of<A>, std::remove_cvref_t<A>>({{}, std::move(message)}, a);
+}
+
 namespace detail {
 /// Lowers the operands of a binary op: a scalar beside an expression takes its dtype.
 template <class A, class B>

@@ -73,6 +73,18 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   // Activations, TensorFlow's: Elu is x where x > 0, else e^x - 1; Selu is scale x where
   // x > 0, else scale alpha (e^x - 1) (Klambauer et al.'s constants); Relu6 is min(max(x, 0), 6).
   for (const char* name : {"Elu", "Selu", "Relu6"}) unary(name, real_float_type_attr);
+  // IsNan, IsInf (either infinity), IsFinite (neither NaN nor an infinity): bool, no gradient.
+  for (const char* name : {"IsNan", "IsInf", "IsFinite"})
+    defs.push_back(op_def_builder(name).input("x: T").output("y: bool").attr(real_float_type_attr).shape_fn(same_shape).build());
+  // CheckNumerics(tensor): the tensor itself, or an error "<message> : Tensor had NaN values"
+  // (Inf, NaN and Inf: TensorFlow's words) naming the node.
+  defs.push_back(op_def_builder("CheckNumerics")
+                     .input("tensor: T")
+                     .output("output: T")
+                     .attr(real_float_type_attr)
+                     .attr("message: string")
+                     .shape_fn(same_shape)
+                     .build());
   // ReluGrad(gradients, features): gradients where features > 0, else 0 (TensorFlow's; features
   // is Relu's input or output, which are positive at the same places). One pass where
   // Greater and SelectV2 took two and a bool tensor between them. No broadcasting.
@@ -360,6 +372,18 @@ struct relu6_grad {
   static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x > 0.0, select(x < 6.0, d, 0.0), 0.0)}; }
 };
 
+/// The gradient rule of CheckNumerics (framework/gradient_rule.hpp): the gradient checked too,
+/// with TensorFlow's words before the node's message.
+struct check_numerics_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {a.d().then("CheckNumerics", {},
+                       {{"message", "Not a number (NaN) or infinity (Inf) values detected in gradient. " +
+                                        a.n.template attr<std::string>("message")}})};
+  }
+};
+
 /// The gradient rule of SquaredDifference (framework/gradient_rule.hpp): z = (x - y)^2:
 /// dx = 2 d (x - y), dy = -dx.
 struct squared_difference_grad {
@@ -452,6 +476,10 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sign, math, gradients::flat_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Elu, math, gradients::elu_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Selu, math, gradients::selu_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Relu6, math, gradients::relu6_grad)
+WEFT_DETAIL_OP_TYPE(IsNan, math)
+WEFT_DETAIL_OP_TYPE(IsInf, math)
+WEFT_DETAIL_OP_TYPE(IsFinite, math)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(CheckNumerics, math, gradients::check_numerics_grad)
 /// Op Relu as a C++ type (of the math family), with its gradient rule and its partials.
 struct Relu {
   static constexpr const char* name = "Relu";  ///< "Relu"
@@ -487,7 +515,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };

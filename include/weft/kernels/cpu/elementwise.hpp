@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <complex>
@@ -203,6 +204,9 @@ WEFT_DETAIL_UNARY(selu_fn,
                       .select(x * typename A::Scalar(gradients::selu_scale),
                               x.expm1() * typename A::Scalar(gradients::selu_scale * gradients::selu_alpha)),
                   25);
+WEFT_DETAIL_UNARY(is_nan_fn, x != x, 1);
+WEFT_DETAIL_UNARY(is_inf_fn, x.abs() == std::numeric_limits<typename A::Scalar>::infinity(), 1);
+WEFT_DETAIL_UNARY(is_finite_fn, x.abs() < std::numeric_limits<typename A::Scalar>::infinity(), 1);  ///< NaN: false
 WEFT_DETAIL_UNARY(relu6_fn, (x != x).select(x, x.cwiseMax(typename A::Scalar(0)).cwiseMin(typename A::Scalar(6))), 2);  ///< NaN of NaN
 WEFT_DETAIL_UNARY(floor_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::floor>()), 1);
 WEFT_DETAIL_UNARY(ceil_fn, x.unaryExpr(signed_rounding_op<typename A::Scalar, rounding::ceil>()), 1);
@@ -249,40 +253,48 @@ struct relu_fn {
   }
 };
 
-/// y = F(x), elements of type T, split across the intra-op threads.
-template <class F, class T>
+/// y = F(x), elements of type T (bool ones out where Bool), split across the intra-op threads.
+template <class F, class T, bool Bool = false>
 void unary_compute(kernel_context& ctx, const tensor& x, tensor& y) {
+  using Out = std::conditional_t<Bool, bool, T>;
   const T* in = x.data<T>();
-  T* out = y.data<T>();
+  Out* out = y.data<Out>();
   ctx.parallel_for(x.num_elements(), F::cost, [&](std::int64_t b, std::int64_t e) {
     if constexpr (is_looped_v<T>)
       for (std::int64_t i = b; i < e; ++i) out[i] = F::scalar(in[i]);
     else
-      array_out<T>(out + b, e - b) = F::apply(array_map<T>(in + b, e - b));
+      array_out<Out>(out + b, e - b) = F::apply(array_map<T>(in + b, e - b));
   });
 }
 
 /// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
-/// back (both null when T is C). One body per (F, C), so each further T costs only its class.
-template <class F, class C>
+/// back (both null when T is C; a bool output where Bool is not narrowed). One body per (F,
+/// C), so each further T costs only its class.
+template <class F, class C, bool Bool = false>
 void unary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_fn narrow) {
   tensor x = ctx.input(0);
   tensor& y = ctx.allocate_output(0, x.shape());
-  if (!widen) return unary_compute<F, C>(ctx, x, y);
-  tensor xc = detail::converted(ctx, widen, x, dtype_of<C>), yc(dtype_of<C>, x.shape());
-  unary_compute<F, C>(ctx, xc, yc);
-  detail::run_convert(ctx, narrow, yc, y);
+  if (!widen) return unary_compute<F, C, Bool>(ctx, x, y);
+  tensor xc = detail::converted(ctx, widen, x, dtype_of<C>);
+  if constexpr (Bool) {
+    unary_compute<F, C, true>(ctx, xc, y);
+  } else {
+    tensor yc(dtype_of<C>, x.shape());
+    unary_compute<F, C>(ctx, xc, yc);
+    detail::run_convert(ctx, narrow, yc, y);
+  }
 }
 
-/// The CPU kernels of the unary op whose functor is F: `unary_kernel<F>::of<T>` for dtype T.
-template <class F>
+/// The CPU kernels of the unary op whose functor is F (a bool output when Bool: IsNan and
+/// the like): `unary_kernel<F>::of<T>` for dtype T.
+template <class F, bool Bool = false>
 struct unary_kernel {
   /// The kernel for inputs of dtype T.
   template <class T>
   struct of final : op_kernel {
     /// The kernel of a node (it reads no attrs).
     explicit of(const node&) {}
-    void compute(kernel_context& ctx) const override { unary_run<F, compute_t<T>>(ctx, widen_fn<T>, narrow_fn<T>); }
+    void compute(kernel_context& ctx) const override { unary_run<F, compute_t<T>, Bool>(ctx, widen_fn<T>, narrow_fn<T>); }
   };
 };
 
@@ -633,6 +645,36 @@ struct string_compare_kernel final : op_kernel {
   }
 };
 
+/// CheckNumerics: the input itself (no copy), or an invalid_argument error with the node's
+/// message and TensorFlow's words where an element is NaN or an infinity; floats compared in
+/// their compute type, the threads' findings joined.
+template <class T>
+struct check_numerics_kernel final : op_kernel {
+  /// The kernel of a node: its message.
+  explicit check_numerics_kernel(const node& n) : message_(n.attr<std::string>("message")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const T* p = x.data<T>();
+    std::atomic<bool> nan{false}, inf{false};
+    ctx.parallel_for(x.num_elements(), 1, [&](std::int64_t b, std::int64_t e) {
+      bool n = false, i = false;
+      for (std::int64_t k = b; k < e; ++k) {
+        const auto v = static_cast<compute_t<T>>(p[k]);
+        n |= std::isnan(v);
+        i |= std::isinf(v);
+      }
+      if (n) nan = true;
+      if (i) inf = true;
+    });
+    if (nan || inf)
+      fail(error_code::invalid_argument, message_, " : Tensor had ", nan && inf ? "NaN and Inf" : nan ? "NaN" : "Inf",
+           " values");
+    ctx.set_output(0, x);
+  }
+ private:
+  std::string message_;
+};
+
 /// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
@@ -665,6 +707,8 @@ struct elementwise_cpu;
   };
 template <class F>
 using bool_binary_kernel = binary_kernel<F, true>;  ///< comparisons and logical ops: bool output
+template <class F>
+using bool_unary_kernel = unary_kernel<F, true>;  ///< IsNan, IsInf, IsFinite: bool output
 #define WEFT_DETAIL_UNARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, unary_kernel<FN>, TYPES, true)
 #define WEFT_DETAIL_BINARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, binary_kernel<FN>, TYPES, true)
 #define WEFT_DETAIL_COMPARISON_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, bool_binary_kernel<FN>, TYPES, true)
@@ -691,6 +735,9 @@ WEFT_DETAIL_UNARY_OP(Sign, sign_fn, kernel_signed_real_types)
 WEFT_DETAIL_UNARY_OP(Elu, elu_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Selu, selu_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Relu6, relu6_fn, float_types)
+WEFT_DETAIL_ELEMENTWISE(IsNan, is_nan_fn, bool_unary_kernel<is_nan_fn>, float_types, true)
+WEFT_DETAIL_ELEMENTWISE(IsInf, is_inf_fn, bool_unary_kernel<is_inf_fn>, float_types, true)
+WEFT_DETAIL_ELEMENTWISE(IsFinite, is_finite_fn, bool_unary_kernel<is_finite_fn>, float_types, true)
 WEFT_DETAIL_UNARY_OP(Relu, relu_fn, real_number_types)
 WEFT_DETAIL_ELEMENTWISE(LogicalNot, logical_not_fn, unary_kernel<logical_not_fn>, type_list<bool>, false)
 WEFT_DETAIL_BINARY_OP(Add, add_fn, number_types)
@@ -754,6 +801,7 @@ void register_elementwise_kernels() {
   ops::register_math_ops();
   register_table_kernels(ops::families::math::types{});
   register_for<relu_grad_kernel>("ReluGrad", "T", real_number_types{});
+  register_for<check_numerics_kernel>("CheckNumerics", "T", float_types{});
   register_for<select_kernel>("SelectV2", "T", all_types{});
   register_for<select_rows_kernel>("Select", "T", all_types{});
   register_cpu_kernel<string_compare_kernel<true>>("Equal", {"T", dtype::string});
@@ -776,6 +824,12 @@ template <class T>
 struct kernel_for<ops::ReluGrad, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::relu_grad_kernel<T>>("ReluGrad", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of CheckNumerics's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::CheckNumerics, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::check_numerics_kernel<T>>("CheckNumerics", {"T", dtype_of<T>}); }
 };
 /// Typed code's registration of SelectV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>
