@@ -203,7 +203,8 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "ScatterNd", "TensorScatterAdd", "TensorScatterUpdate", "SumToShape", "OneHot",
                          "SoftmaxCrossEntropyWithLogits", "L2Loss", "ApplyAdagrad", "ApplyRMSProp", "Sin", "Cos",
                          "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round", "Sign",
-                         "SquaredDifference", "Elu", "Selu", "Relu6", "IsNan", "IsInf", "IsFinite"}) {
+                         "SquaredDifference", "Elu", "Selu", "Relu6", "IsNan", "IsInf", "IsFinite", "Tan", "Asin",
+                         "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Atan2"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -444,6 +445,10 @@ TEST_CASE("a fused subtree becomes CUDA source that NVRTC compiles, for every op
       {"Relu6:float64(Selu:float64(Elu:float64($float64)))", {dtype::float64}, dtype::float64},
       {"LogicalOr:bool(IsNan:bool($float16),LogicalAnd:bool(IsInf:bool($float16),IsFinite:bool($float16)))", {dtype::float16}, dtype::boolean},
       {"SelectV2:float64(IsFinite:bool($float64),$float64,$float64)", {dtype::float64}, dtype::float64},
+      {"Atan2:float32(Atanh:float32(Acosh:float32(Asinh:float32(Cosh:float32(Sinh:float32($float32))))),"
+       "Atan:float32(Acos:float32(Asin:float32(Tan:float32($float32)))))", {dtype::float32}, dtype::float32},
+      {"Atan2:bfloat16(Tan:bfloat16($bfloat16),Cosh:bfloat16($bfloat16))", {dtype::bfloat16}, dtype::bfloat16},
+      {"Atan2:float64(Asinh:float64($float64),Atanh:float64($float64))", {dtype::float64}, dtype::float64},
   };
   int compiled = 0;
   for (const auto& s : samples) {

@@ -113,6 +113,15 @@ TEMPLATE_TEST_CASE("float16 and bfloat16 unary math is the double result rounded
   check("Log", xp, positive, [](double v) { return std::log(v); });
   check("Sin", xm, mixed, [](double v) { return std::sin(v); });
   check("Cos", xm, mixed, [](double v) { return std::cos(v); });
+  check("Tan", xm, mixed, [](double v) { return std::tan(v); });
+  check("Asin", xm, mixed, [](double v) { return std::asin(v); });  // NaN outside [-1, 1]
+  check("Acos", xm, mixed, [](double v) { return std::acos(v); });
+  check("Atan", xm, mixed, [](double v) { return std::atan(v); });
+  check("Sinh", xm, mixed, [](double v) { return std::sinh(v); });
+  check("Cosh", xm, mixed, [](double v) { return std::cosh(v); });
+  check("Asinh", xm, mixed, [](double v) { return std::asinh(v); });
+  check("Acosh", xp, positive, [](double v) { return std::acosh(v); });
+  check("Atanh", xm, mixed, [](double v) { return std::atanh(v); });
   check("Reciprocal", xp, positive, [](double v) { return 1 / v; });
   check("Log1p", xp, positive, [](double v) { return std::log1p(v); });
   check("Expm1", xm, mixed, [](double v) { return std::expm1(v); });

@@ -75,7 +75,7 @@ TEST_CASE("unary math matches the standard library") {
 
 // 19 values: every packet width holds ordinary values beside the edges (NaN, infinities,
 // signed zeros, halves that Round takes to the even neighbour).
-TEST_CASE("Sin Cos Reciprocal Log1p Expm1 Softplus Erf Floor Ceil Round Sign Elu Selu and Relu6 match the standard library") {
+TEST_CASE("the trigonometric and hyperbolic functions and Reciprocal Log1p Expm1 Softplus Erf Floor Ceil Round Sign Elu Selu and Relu6 match the standard library") {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<double> x{0.25, -0.5, 0.5, 1.5, 2.5, -2.5, 0.0, -0.0, 1e-10, -1e-10, 3.7, -3.2, 40, -40, 700, -745, inf, -inf, nan};
   // Independent answers: the C library's, and log(1 + e^x) in long double for Softplus.
@@ -86,6 +86,11 @@ TEST_CASE("Sin Cos Reciprocal Log1p Expm1 Softplus Erf Floor Ceil Round Sign Elu
   };
   const std::map<std::string, std::function<double(double)>> want{
       {"Sin", [](double v) { return std::sin(v); }},     {"Cos", [](double v) { return std::cos(v); }},
+      {"Tan", [](double v) { return std::tan(v); }},     {"Asin", [](double v) { return std::asin(v); }},
+      {"Acos", [](double v) { return std::acos(v); }},   {"Atan", [](double v) { return std::atan(v); }},
+      {"Sinh", [](double v) { return std::sinh(v); }},   {"Cosh", [](double v) { return std::cosh(v); }},
+      {"Asinh", [](double v) { return std::asinh(v); }}, {"Acosh", [](double v) { return std::acosh(v); }},
+      {"Atanh", [](double v) { return std::atanh(v); }},
       {"Reciprocal", [](double v) { return 1 / v; }},    {"Log1p", [](double v) { return std::log1p(v); }},
       {"Expm1", [](double v) { return std::expm1(v); }}, {"Softplus", softplus},
       {"Erf", [](double v) { return std::erf(v); }},     {"Floor", [](double v) { return std::floor(v); }},
@@ -155,6 +160,30 @@ TEST_CASE("IsNan IsInf and IsFinite in every float dtype, and CheckNumerics pass
   check({1, 2, 3, 4, 5, 6, 7, 8, 9, -finf}, "Inf values");
   check({finf, fnan}, "NaN and Inf values");
   test::require_error([&] { g.op("IsNan", {c<std::int32_t>(g, {1}, {1})}); }, {"IsNan", "int32"});
+}
+
+TEST_CASE("Atan2 gives the C library's angle in every quadrant and on the axes, broadcasting") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> ys{1, -1, 0.0, -0.0, 2.5, -inf, 3};
+  const std::vector<double> xs{1, -1, -0.0, 0.0, -2, inf, -inf, 0.5};  // a row: every y against every x
+  for (dtype t : {dtype::float64, dtype::float32}) {
+    INFO(t);
+    graph g;
+    auto& y = g.op("Cast", {c<double>(g, {7, 1}, ys)}, {{"DstT", t}});
+    auto& x = g.op("Cast", {c<double>(g, {8}, xs)}, {{"DstT", t}});
+    const tensor z = eval(g, g.op("Cast", {g.op("Atan2", {y, x})}, {{"DstT", dtype::float64}}));
+    REQUIRE(z.shape() == shape{7, 8});
+    const auto got = z.to_vector<double>();
+    for (std::size_t i = 0; i < ys.size(); ++i)
+      for (std::size_t j = 0; j < xs.size(); ++j) {
+        INFO("atan2(" << ys[i] << ", " << xs[j] << ")");
+        double want = std::atan2(ys[i], xs[j]);
+        if (t == dtype::float32) want = static_cast<float>(want);
+        const double g_ij = got[i * xs.size() + j];
+        if (want == 0) CHECK((g_ij == 0 && std::signbit(g_ij) == std::signbit(want)));
+        else CHECK(g_ij == Approx(want).epsilon(t == dtype::float32 ? 1e-6 : 1e-15));
+      }
+  }
 }
 
 TEST_CASE("Sign of integers and SquaredDifference broadcast as TensorFlow's, empty and rank 0 included") {

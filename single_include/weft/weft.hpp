@@ -4209,7 +4209,8 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   unary("Relu", real_type_attr);
   // TensorFlow's, on the real floating point types: Softplus is log(1 + e^x), Round rounds
   // half to even, Sign is -1, 0 or 1 (NaN of NaN).
-  for (const char* name : {"Sin", "Cos", "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round"})
+  for (const char* name : {"Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+                           "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round"})
     unary(name, real_float_type_attr);
   unary("Sign", "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64}");
   // Activations, TensorFlow's: Elu is x where x > 0, else e^x - 1; Selu is scale x where
@@ -4260,6 +4261,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   binary("Maximum", real_type_attr);
   binary("Minimum", real_type_attr);
   binary("SquaredDifference", real_float_type_attr);  // (x - y)^2
+  binary("Atan2", real_float_type_attr);              // the angle of (x, y) from the x axis: atan2(y=x0, x=x1)
 
   auto compare = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name)
@@ -4445,6 +4447,73 @@ struct cos_grad {
   template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{-(d * sin(x))}; }
 };
 
+/// The gradient rule of Tan (framework/gradient_rule.hpp): d (1 + z^2).
+struct tan_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (y * y + 1.0)}; }
+};
+
+/// The gradient rule of Asin (framework/gradient_rule.hpp): d / sqrt(1 - x^2).
+struct asin_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * rsqrt(1.0 - square(x))}; }
+};
+
+/// The gradient rule of Acos (framework/gradient_rule.hpp): -d / sqrt(1 - x^2).
+struct acos_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{-(d * rsqrt(1.0 - square(x)))}; }
+};
+
+/// The gradient rule of Atan (framework/gradient_rule.hpp): d / (1 + x^2).
+struct atan_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / (square(x) + 1.0)}; }
+};
+
+/// The gradient rule of Sinh (framework/gradient_rule.hpp): d cosh(x).
+struct sinh_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * cosh(x)}; }
+};
+
+/// The gradient rule of Cosh (framework/gradient_rule.hpp): d sinh(x).
+struct cosh_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * sinh(x)}; }
+};
+
+/// The gradient rule of Asinh (framework/gradient_rule.hpp): d / cosh(z).
+struct asinh_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / cosh(y)}; }
+};
+
+/// The gradient rule of Acosh (framework/gradient_rule.hpp): d / sinh(z).
+struct acosh_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / sinh(y)}; }
+};
+
+/// The gradient rule of Atanh (framework/gradient_rule.hpp): d / (1 - x^2).
+struct atanh_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / (1.0 - square(x))}; }
+};
+
+/// The gradient rule of Atan2 (framework/gradient_rule.hpp): z = atan2(y, x): dy = d x / (x^2
+/// + y^2), dx = -d y / (x^2 + y^2).
+struct atan2_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& y, const X1& x, const Y&) {
+    auto scaled = d / (square(x) + square(y));
+    return std::tuple{scaled * x, -(scaled * y)};
+  }
+};
+
 /// The gradient rule of Reciprocal (framework/gradient_rule.hpp): z = 1 / x: -d z^2.
 struct reciprocal_grad {
   /// d times the derivative of the output in each operand (no_partial where none).
@@ -4606,6 +4675,15 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sin, math, gradients::sin_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cos, math, gradients::cos_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tan, math, gradients::tan_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Asin, math, gradients::asin_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Acos, math, gradients::acos_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Atan, math, gradients::atan_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sinh, math, gradients::sinh_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cosh, math, gradients::cosh_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Asinh, math, gradients::asinh_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Acosh, math, gradients::acosh_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Atanh, math, gradients::atanh_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Reciprocal, math, gradients::reciprocal_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log1p, math, gradients::log1p_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Expm1, math, gradients::expm1_grad)
@@ -4641,6 +4719,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pow, math, gradients::pow_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Maximum, math, gradients::maximum_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Minimum, math, gradients::minimum_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SquaredDifference, math, gradients::squared_difference_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Atan2, math, gradients::atan2_grad)
 WEFT_DETAIL_OP_TYPE(Greater, math)
 WEFT_DETAIL_OP_TYPE(GreaterEqual, math)
 WEFT_DETAIL_OP_TYPE(Less, math)
@@ -4657,7 +4736,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };
@@ -7930,6 +8009,12 @@ inline symbol sigmoid(const symbol& a) { return a.then("Sigmoid"); }
 inline symbol sin(const symbol& a) { return a.then("Sin"); }
 /// Cos(a).
 inline symbol cos(const symbol& a) { return a.then("Cos"); }
+/// Sinh(a).
+inline symbol sinh(const symbol& a) { return a.then("Sinh"); }
+/// Cosh(a).
+inline symbol cosh(const symbol& a) { return a.then("Cosh"); }
+/// Rsqrt(a).
+inline symbol rsqrt(const symbol& a) { return a.then("Rsqrt"); }
 /// Pow(a, b).
 inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
 /// SelectV2(c, t, e): t where c, else e, broadcasting.
@@ -22764,6 +22849,15 @@ WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), 30);
 WEFT_DETAIL_UNARY(logical_not_fn, !x, 1);
 WEFT_DETAIL_UNARY(sin_fn, x.sin(), 20);
 WEFT_DETAIL_UNARY(cos_fn, x.cos(), 20);
+WEFT_DETAIL_UNARY(tan_fn, x.tan(), 30);
+WEFT_DETAIL_UNARY(asin_fn, x.asin(), 30);
+WEFT_DETAIL_UNARY(acos_fn, x.acos(), 30);
+WEFT_DETAIL_UNARY(atan_fn, x.atan(), 30);
+WEFT_DETAIL_UNARY(sinh_fn, x.sinh(), 30);
+WEFT_DETAIL_UNARY(cosh_fn, x.cosh(), 30);
+WEFT_DETAIL_UNARY(asinh_fn, x.asinh(), 30);
+WEFT_DETAIL_UNARY(acosh_fn, x.acosh(), 30);
+WEFT_DETAIL_UNARY(atanh_fn, x.atanh(), 30);
 WEFT_DETAIL_UNARY(reciprocal_fn, x.inverse(), 4);
 WEFT_DETAIL_UNARY(log1p_fn, x.log1p(), 25);
 WEFT_DETAIL_UNARY(expm1_fn, x.expm1(), 25);
@@ -22930,6 +23024,22 @@ struct pow_fn {
       using Eigen::numext::pow;
       return static_cast<T>(pow(a, b));
     }
+  }
+};
+
+/// Elementwise functor of Atan2, atan2(a, b): the angle of the point (b, a), in (-pi, pi].
+struct atan2_fn {
+  static constexpr double cost = 40;  ///< cycles per element, for splitting work
+  /// The Eigen expression over a and b (scalar() per element: Eigen 3.4 has no atan2 packets).
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) {
+    return a.binaryExpr(b, [](auto y, auto x) { return scalar(y, x); });
+  }
+  /// Of one pair of elements.
+  template <class T>
+  static T scalar(const T& a, const T& b) {
+    using std::atan2;
+    return static_cast<T>(atan2(a, b));
   }
 };
 
@@ -23296,6 +23406,15 @@ WEFT_DETAIL_UNARY_OP(Tanh, tanh_fn, float_complex_types)
 WEFT_DETAIL_UNARY_OP(Sigmoid, sigmoid_fn, float_complex_types)
 WEFT_DETAIL_UNARY_OP(Sin, sin_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Cos, cos_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Tan, tan_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Asin, asin_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Acos, acos_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Atan, atan_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Sinh, sinh_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Cosh, cosh_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Asinh, asinh_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Acosh, acosh_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Atanh, atanh_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Reciprocal, reciprocal_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Log1p, log1p_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Expm1, expm1_fn, float_types)
@@ -23321,6 +23440,7 @@ WEFT_DETAIL_BINARY_OP(Pow, pow_fn, kernel_pow_types)
 WEFT_DETAIL_BINARY_OP(Maximum, maximum_fn, real_number_types)
 WEFT_DETAIL_BINARY_OP(Minimum, minimum_fn, real_number_types)
 WEFT_DETAIL_BINARY_OP(SquaredDifference, squared_difference_fn, float_types)
+WEFT_DETAIL_BINARY_OP(Atan2, atan2_fn, float_types)
 WEFT_DETAIL_COMPARISON_OP(Greater, greater_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(GreaterEqual, greater_equal_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(Less, less_fn, real_number_types)
@@ -30971,6 +31091,15 @@ WEFT_DETAIL_DSL_UNARY(sigmoid, Sigmoid, float_complex_types)
 WEFT_DETAIL_DSL_UNARY(relu, Relu, real_number_types)
 WEFT_DETAIL_DSL_UNARY(sin, Sin, float_types)
 WEFT_DETAIL_DSL_UNARY(cos, Cos, float_types)
+WEFT_DETAIL_DSL_UNARY(tan, Tan, float_types)
+WEFT_DETAIL_DSL_UNARY(asin, Asin, float_types)
+WEFT_DETAIL_DSL_UNARY(acos, Acos, float_types)
+WEFT_DETAIL_DSL_UNARY(atan, Atan, float_types)
+WEFT_DETAIL_DSL_UNARY(sinh, Sinh, float_types)
+WEFT_DETAIL_DSL_UNARY(cosh, Cosh, float_types)
+WEFT_DETAIL_DSL_UNARY(asinh, Asinh, float_types)
+WEFT_DETAIL_DSL_UNARY(acosh, Acosh, float_types)
+WEFT_DETAIL_DSL_UNARY(atanh, Atanh, float_types)
 WEFT_DETAIL_DSL_UNARY(reciprocal, Reciprocal, float_types)
 WEFT_DETAIL_DSL_UNARY(log1p, Log1p, float_types)
 WEFT_DETAIL_DSL_UNARY(expm1, Expm1, float_types)
@@ -31133,6 +31262,7 @@ WEFT_DETAIL_DSL_BINARY(pow, Pow, pow_types, false)
 WEFT_DETAIL_DSL_BINARY(maximum, Maximum, real_number_types, false)
 WEFT_DETAIL_DSL_BINARY(minimum, Minimum, real_number_types, false)
 WEFT_DETAIL_DSL_BINARY(squared_difference, SquaredDifference, float_types, false)
+WEFT_DETAIL_DSL_BINARY(atan2, Atan2, float_types, false)
 WEFT_DETAIL_DSL_BINARY(greater, Greater, real_number_types, true)
 WEFT_DETAIL_DSL_BINARY(greater_equal, GreaterEqual, real_number_types, true)
 WEFT_DETAIL_DSL_BINARY(less, Less, real_number_types, true)
@@ -34832,6 +34962,8 @@ void register_gradient_kernels() {
     use_kernels<ops::Sigmoid, T>();
     use_kernels<ops::Sin, T>();  // Cos's rule
     use_kernels<ops::Cos, T>();  // Sin's rule
+    use_kernels<ops::Sinh, T>();  // Cosh's and Acosh's rules
+    use_kernels<ops::Cosh, T>();  // Sinh's and Asinh's rules
     use_kernels<ops::Relu, T>();
     use_kernels<ops::ReluGrad, T>();  // Relu's rule
     use_kernels<ops::Add, T>();

@@ -123,6 +123,15 @@ inline std::string expression(const fused_expr& e) {
   if (op == "Sigmoid") return arity(1), cast(one + " / (" + one + " + exp(-" + a[0] + "))");
   if (op == "Sin") return arity(1), cast("sin(" + a[0] + ")");
   if (op == "Cos") return arity(1), cast("cos(" + a[0] + ")");
+  if (op == "Tan") return arity(1), cast("tan(" + a[0] + ")");
+  if (op == "Asin") return arity(1), cast("asin(" + a[0] + ")");
+  if (op == "Acos") return arity(1), cast("acos(" + a[0] + ")");
+  if (op == "Atan") return arity(1), cast("atan(" + a[0] + ")");
+  if (op == "Sinh") return arity(1), cast("sinh(" + a[0] + ")");
+  if (op == "Cosh") return arity(1), cast("cosh(" + a[0] + ")");
+  if (op == "Asinh") return arity(1), cast("asinh(" + a[0] + ")");
+  if (op == "Acosh") return arity(1), cast("acosh(" + a[0] + ")");
+  if (op == "Atanh") return arity(1), cast("atanh(" + a[0] + ")");
   if (op == "Reciprocal") return arity(1), cast(one + " / " + a[0]);
   if (op == "Log1p") return arity(1), cast("log1p(" + a[0] + ")");
   if (op == "Expm1") return arity(1), cast("expm1(" + a[0] + ")");
@@ -154,6 +163,7 @@ inline std::string expression(const fused_expr& e) {
   if (op == "Mul") return arity(2), cast(a[0] + " * " + a[1]);
   if (op == "Div") return arity(2), cast(a[0] + " / " + a[1]);  // integer Div and Pow are never fused
   if (op == "Pow") return arity(2), cast("pow(" + a[0] + ", " + a[1] + ")");
+  if (op == "Atan2") return arity(2), cast("atan2(" + a[0] + ", " + a[1] + ")");
   if (op == "SquaredDifference") return arity(2), cast("(" + a[0] + " - " + a[1] + ") * (" + a[0] + " - " + a[1] + ")");
   if (op == "Maximum") return arity(2), cast("(" + a[0] + " < " + a[1] + " ? " + a[1] + " : " + a[0] + ")");
   if (op == "Minimum") return arity(2), cast("(" + a[1] + " < " + a[0] + " ? " + a[1] + " : " + a[0] + ")");

@@ -2722,6 +2722,15 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_unary<U::elu>>("Elu", "T", floats);
     register_gpu_kernel_for<gpu_unary<U::selu>>("Selu", "T", floats);
     register_gpu_kernel_for<gpu_unary<U::relu6>>("Relu6", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::tan>>("Tan", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::asin>>("Asin", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::acos>>("Acos", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::atan>>("Atan", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::sinh>>("Sinh", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::cosh>>("Cosh", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::asinh>>("Asinh", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::acosh>>("Acosh", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::atanh>>("Atanh", "T", floats);
     register_gpu_kernel_for<gpu_predicate<launch::predicate::is_nan>>("IsNan", "T", floats);
     register_gpu_kernel_for<gpu_predicate<launch::predicate::is_inf>>("IsInf", "T", floats);
     register_gpu_kernel_for<gpu_predicate<launch::predicate::is_finite>>("IsFinite", "T", floats);
@@ -2733,6 +2742,7 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_binary<B::maximum>>("Maximum", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::minimum>>("Minimum", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::squared_difference>>("SquaredDifference", "T", floats);
+    register_gpu_kernel_for<gpu_binary<B::atan2>>("Atan2", "T", floats);
     register_gpu_kernel_for<gpu_binary<B::relu_grad>>("ReluGrad", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::greater>>("Greater", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::greater_equal>>("GreaterEqual", "T", numbers);

@@ -109,6 +109,15 @@ __device__ __forceinline__ C apply_unary(C x) {
   else if constexpr (Op == unary::selu)
     return x > C(0) ? C(1.0507009873554804934193349852946) * x
                     : C(1.0507009873554804934193349852946 * 1.6732632423543772848170429916717) * expm1(x);
+  else if constexpr (Op == unary::tan) return tan(x);
+  else if constexpr (Op == unary::asin) return asin(x);
+  else if constexpr (Op == unary::acos) return acos(x);
+  else if constexpr (Op == unary::atan) return atan(x);
+  else if constexpr (Op == unary::sinh) return sinh(x);
+  else if constexpr (Op == unary::cosh) return cosh(x);
+  else if constexpr (Op == unary::asinh) return asinh(x);
+  else if constexpr (Op == unary::acosh) return acosh(x);
+  else if constexpr (Op == unary::atanh) return atanh(x);
   else if constexpr (Op == unary::relu6) return x != x ? x : x > C(0) ? (x < C(6) ? x : C(6)) : C(0);  // NaN of NaN
   else if constexpr (std::is_unsigned_v<C>) return C(x > C(0));  // sign
   else if constexpr (!std::is_integral_v<C>) return x != x ? x : C((x > C(0)) - (x < C(0)));  // NaN of NaN
@@ -165,6 +174,7 @@ __device__ __forceinline__ auto apply_binary(C a, C b) {
   } else if constexpr (Op == binary::maximum) return a < b ? b : a;  // std::max's, as the CPU's (a NaN first stays)
   else if constexpr (Op == binary::minimum) return b < a ? b : a;
   else if constexpr (Op == binary::squared_difference) return (a - b) * (a - b);
+  else if constexpr (Op == binary::atan2) return atan2(a, b);
   else if constexpr (Op == binary::relu_grad) return b > C(0) ? a : C(0);
   else if constexpr (Op == binary::tanh_grad) return b * (C(1) - a * a);
   else if constexpr (Op == binary::sigmoid_grad) return b * a * (C(1) - a);
@@ -198,7 +208,7 @@ void binary_typed(elem t, const void* a, const void* b, void* z, std::int64_t n,
   dispatch_arithmetic(t, [&](auto v) {
     using T = decltype(v);
     constexpr bool logical = Op == binary::logical_and || Op == binary::logical_or;
-    constexpr bool float_only = Op == binary::tanh_grad || Op == binary::sigmoid_grad;
+    constexpr bool float_only = Op == binary::tanh_grad || Op == binary::sigmoid_grad || Op == binary::atan2;
     constexpr bool any_type = Op == binary::equal || Op == binary::not_equal;
     if constexpr (is_std_complex<T> && !complex_binary(Op)) return;
     else if constexpr (!any_type && std::is_same_v<T, bool> != logical) return;
@@ -1108,6 +1118,7 @@ void unary_op(unary op, elem t, const void* x, void* y, std::int64_t n, cudaStre
     WEFT_UNARY(log) WEFT_UNARY(tanh) WEFT_UNARY(sigmoid) WEFT_UNARY(relu) WEFT_UNARY(logical_not) WEFT_UNARY(sign)
     WEFT_UNARY(sin) WEFT_UNARY(cos) WEFT_UNARY(reciprocal) WEFT_UNARY(log1p) WEFT_UNARY(expm1) WEFT_UNARY(softplus)
     WEFT_UNARY(erf) WEFT_UNARY(floor) WEFT_UNARY(ceil) WEFT_UNARY(round) WEFT_UNARY(elu) WEFT_UNARY(selu) WEFT_UNARY(relu6)
+    WEFT_UNARY(tan) WEFT_UNARY(asin) WEFT_UNARY(acos) WEFT_UNARY(atan) WEFT_UNARY(sinh) WEFT_UNARY(cosh) WEFT_UNARY(asinh) WEFT_UNARY(acosh) WEFT_UNARY(atanh)
 #undef WEFT_UNARY
   }
 }
@@ -1120,7 +1131,7 @@ void binary_op(binary op, elem t, const void* a, const void* b, void* z, std::in
 #define WEFT_BINARY(name) \
   case binary::name: return binary_typed<binary::name>(t, a, b, z, n, p, s);
     WEFT_BINARY(add) WEFT_BINARY(sub) WEFT_BINARY(mul) WEFT_BINARY(div) WEFT_BINARY(pow) WEFT_BINARY(maximum)
-    WEFT_BINARY(minimum) WEFT_BINARY(squared_difference) WEFT_BINARY(relu_grad) WEFT_BINARY(tanh_grad)
+    WEFT_BINARY(minimum) WEFT_BINARY(squared_difference) WEFT_BINARY(atan2) WEFT_BINARY(relu_grad) WEFT_BINARY(tanh_grad)
     WEFT_BINARY(sigmoid_grad) WEFT_BINARY(greater) WEFT_BINARY(greater_equal) WEFT_BINARY(less)
     WEFT_BINARY(less_equal) WEFT_BINARY(equal) WEFT_BINARY(not_equal) WEFT_BINARY(logical_and) WEFT_BINARY(logical_or)
 #undef WEFT_BINARY

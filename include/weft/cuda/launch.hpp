@@ -24,12 +24,14 @@ enum class unary : int {
   neg, abs, square, sqrt, rsqrt, exp, log, tanh, sigmoid, relu, logical_not, sign,
   // the real floating point types only
   sin, cos, reciprocal, log1p, expm1, softplus, erf, floor, ceil, round, elu, selu, relu6,
+  tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,
 };
 
 /// The elementwise binary ops the GPU computes (binary_op), broadcasting.
 enum class binary : int {
   /// z: the operands' type
   add, sub, mul, div, pow, maximum, minimum, squared_difference,
+  atan2,         ///< atan2(a, b) (floats)
   relu_grad,     ///< a where b > 0, else 0 (ReluGrad(gradients, features))
   tanh_grad,     ///< b * (1 - a^2)   (TanhGrad(y, dy))
   sigmoid_grad,  ///< b * a * (1 - a) (SigmoidGrad(y, dy))

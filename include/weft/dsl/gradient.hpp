@@ -488,6 +488,8 @@ void register_gradient_kernels() {
     use_kernels<ops::Sigmoid, T>();
     use_kernels<ops::Sin, T>();  // Cos's rule
     use_kernels<ops::Cos, T>();  // Sin's rule
+    use_kernels<ops::Sinh, T>();  // Cosh's and Acosh's rules
+    use_kernels<ops::Cosh, T>();  // Sinh's and Asinh's rules
     use_kernels<ops::Relu, T>();
     use_kernels<ops::ReluGrad, T>();  // Relu's rule
     use_kernels<ops::Add, T>();

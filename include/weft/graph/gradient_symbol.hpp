@@ -148,6 +148,12 @@ inline symbol sigmoid(const symbol& a) { return a.then("Sigmoid"); }
 inline symbol sin(const symbol& a) { return a.then("Sin"); }
 /// Cos(a).
 inline symbol cos(const symbol& a) { return a.then("Cos"); }
+/// Sinh(a).
+inline symbol sinh(const symbol& a) { return a.then("Sinh"); }
+/// Cosh(a).
+inline symbol cosh(const symbol& a) { return a.then("Cosh"); }
+/// Rsqrt(a).
+inline symbol rsqrt(const symbol& a) { return a.then("Rsqrt"); }
 /// Pow(a, b).
 inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
 /// SelectV2(c, t, e): t where c, else e, broadcasting.

@@ -67,7 +67,8 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   unary("Relu", real_type_attr);
   // TensorFlow's, on the real floating point types: Softplus is log(1 + e^x), Round rounds
   // half to even, Sign is -1, 0 or 1 (NaN of NaN).
-  for (const char* name : {"Sin", "Cos", "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round"})
+  for (const char* name : {"Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+                           "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round"})
     unary(name, real_float_type_attr);
   unary("Sign", "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64}");
   // Activations, TensorFlow's: Elu is x where x > 0, else e^x - 1; Selu is scale x where
@@ -118,6 +119,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   binary("Maximum", real_type_attr);
   binary("Minimum", real_type_attr);
   binary("SquaredDifference", real_float_type_attr);  // (x - y)^2
+  binary("Atan2", real_float_type_attr);              // the angle of (x, y) from the x axis: atan2(y=x0, x=x1)
 
   auto compare = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name)
@@ -303,6 +305,73 @@ struct cos_grad {
   template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{-(d * sin(x))}; }
 };
 
+/// The gradient rule of Tan (framework/gradient_rule.hpp): d (1 + z^2).
+struct tan_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (y * y + 1.0)}; }
+};
+
+/// The gradient rule of Asin (framework/gradient_rule.hpp): d / sqrt(1 - x^2).
+struct asin_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * rsqrt(1.0 - square(x))}; }
+};
+
+/// The gradient rule of Acos (framework/gradient_rule.hpp): -d / sqrt(1 - x^2).
+struct acos_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{-(d * rsqrt(1.0 - square(x)))}; }
+};
+
+/// The gradient rule of Atan (framework/gradient_rule.hpp): d / (1 + x^2).
+struct atan_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / (square(x) + 1.0)}; }
+};
+
+/// The gradient rule of Sinh (framework/gradient_rule.hpp): d cosh(x).
+struct sinh_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * cosh(x)}; }
+};
+
+/// The gradient rule of Cosh (framework/gradient_rule.hpp): d sinh(x).
+struct cosh_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * sinh(x)}; }
+};
+
+/// The gradient rule of Asinh (framework/gradient_rule.hpp): d / cosh(z).
+struct asinh_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / cosh(y)}; }
+};
+
+/// The gradient rule of Acosh (framework/gradient_rule.hpp): d / sinh(z).
+struct acosh_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / sinh(y)}; }
+};
+
+/// The gradient rule of Atanh (framework/gradient_rule.hpp): d / (1 - x^2).
+struct atanh_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / (1.0 - square(x))}; }
+};
+
+/// The gradient rule of Atan2 (framework/gradient_rule.hpp): z = atan2(y, x): dy = d x / (x^2
+/// + y^2), dx = -d y / (x^2 + y^2).
+struct atan2_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& y, const X1& x, const Y&) {
+    auto scaled = d / (square(x) + square(y));
+    return std::tuple{scaled * x, -(scaled * y)};
+  }
+};
+
 /// The gradient rule of Reciprocal (framework/gradient_rule.hpp): z = 1 / x: -d z^2.
 struct reciprocal_grad {
   /// d times the derivative of the output in each operand (no_partial where none).
@@ -464,6 +533,15 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sin, math, gradients::sin_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cos, math, gradients::cos_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tan, math, gradients::tan_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Asin, math, gradients::asin_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Acos, math, gradients::acos_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Atan, math, gradients::atan_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sinh, math, gradients::sinh_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cosh, math, gradients::cosh_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Asinh, math, gradients::asinh_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Acosh, math, gradients::acosh_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Atanh, math, gradients::atanh_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Reciprocal, math, gradients::reciprocal_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log1p, math, gradients::log1p_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Expm1, math, gradients::expm1_grad)
@@ -499,6 +577,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pow, math, gradients::pow_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Maximum, math, gradients::maximum_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Minimum, math, gradients::minimum_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SquaredDifference, math, gradients::squared_difference_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Atan2, math, gradients::atan2_grad)
 WEFT_DETAIL_OP_TYPE(Greater, math)
 WEFT_DETAIL_OP_TYPE(GreaterEqual, math)
 WEFT_DETAIL_OP_TYPE(Less, math)
@@ -515,7 +594,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };

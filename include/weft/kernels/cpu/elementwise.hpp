@@ -191,6 +191,15 @@ WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), 30);
 WEFT_DETAIL_UNARY(logical_not_fn, !x, 1);
 WEFT_DETAIL_UNARY(sin_fn, x.sin(), 20);
 WEFT_DETAIL_UNARY(cos_fn, x.cos(), 20);
+WEFT_DETAIL_UNARY(tan_fn, x.tan(), 30);
+WEFT_DETAIL_UNARY(asin_fn, x.asin(), 30);
+WEFT_DETAIL_UNARY(acos_fn, x.acos(), 30);
+WEFT_DETAIL_UNARY(atan_fn, x.atan(), 30);
+WEFT_DETAIL_UNARY(sinh_fn, x.sinh(), 30);
+WEFT_DETAIL_UNARY(cosh_fn, x.cosh(), 30);
+WEFT_DETAIL_UNARY(asinh_fn, x.asinh(), 30);
+WEFT_DETAIL_UNARY(acosh_fn, x.acosh(), 30);
+WEFT_DETAIL_UNARY(atanh_fn, x.atanh(), 30);
 WEFT_DETAIL_UNARY(reciprocal_fn, x.inverse(), 4);
 WEFT_DETAIL_UNARY(log1p_fn, x.log1p(), 25);
 WEFT_DETAIL_UNARY(expm1_fn, x.expm1(), 25);
@@ -357,6 +366,22 @@ struct pow_fn {
       using Eigen::numext::pow;
       return static_cast<T>(pow(a, b));
     }
+  }
+};
+
+/// Elementwise functor of Atan2, atan2(a, b): the angle of the point (b, a), in (-pi, pi].
+struct atan2_fn {
+  static constexpr double cost = 40;  ///< cycles per element, for splitting work
+  /// The Eigen expression over a and b (scalar() per element: Eigen 3.4 has no atan2 packets).
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) {
+    return a.binaryExpr(b, [](auto y, auto x) { return scalar(y, x); });
+  }
+  /// Of one pair of elements.
+  template <class T>
+  static T scalar(const T& a, const T& b) {
+    using std::atan2;
+    return static_cast<T>(atan2(a, b));
   }
 };
 
@@ -723,6 +748,15 @@ WEFT_DETAIL_UNARY_OP(Tanh, tanh_fn, float_complex_types)
 WEFT_DETAIL_UNARY_OP(Sigmoid, sigmoid_fn, float_complex_types)
 WEFT_DETAIL_UNARY_OP(Sin, sin_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Cos, cos_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Tan, tan_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Asin, asin_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Acos, acos_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Atan, atan_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Sinh, sinh_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Cosh, cosh_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Asinh, asinh_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Acosh, acosh_fn, float_types)
+WEFT_DETAIL_UNARY_OP(Atanh, atanh_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Reciprocal, reciprocal_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Log1p, log1p_fn, float_types)
 WEFT_DETAIL_UNARY_OP(Expm1, expm1_fn, float_types)
@@ -748,6 +782,7 @@ WEFT_DETAIL_BINARY_OP(Pow, pow_fn, kernel_pow_types)
 WEFT_DETAIL_BINARY_OP(Maximum, maximum_fn, real_number_types)
 WEFT_DETAIL_BINARY_OP(Minimum, minimum_fn, real_number_types)
 WEFT_DETAIL_BINARY_OP(SquaredDifference, squared_difference_fn, float_types)
+WEFT_DETAIL_BINARY_OP(Atan2, atan2_fn, float_types)
 WEFT_DETAIL_COMPARISON_OP(Greater, greater_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(GreaterEqual, greater_equal_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(Less, less_fn, real_number_types)
