@@ -204,7 +204,8 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "SoftmaxCrossEntropyWithLogits", "L2Loss", "ApplyAdagrad", "ApplyRMSProp", "Sin", "Cos",
                          "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round", "Sign",
                          "SquaredDifference", "Elu", "Selu", "Relu6", "IsNan", "IsInf", "IsFinite", "Tan", "Asin",
-                         "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Atan2"}) {
+                         "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Atan2", "FloorDiv",
+                         "FloorMod"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -449,6 +450,8 @@ TEST_CASE("a fused subtree becomes CUDA source that NVRTC compiles, for every op
        "Atan:float32(Acos:float32(Asin:float32(Tan:float32($float32)))))", {dtype::float32}, dtype::float32},
       {"Atan2:bfloat16(Tan:bfloat16($bfloat16),Cosh:bfloat16($bfloat16))", {dtype::bfloat16}, dtype::bfloat16},
       {"Atan2:float64(Asinh:float64($float64),Atanh:float64($float64))", {dtype::float64}, dtype::float64},
+      {"FloorMod:float32(FloorDiv:float32($float32,$float32),$float32)", {dtype::float32}, dtype::float32},
+      {"FloorMod:float16(FloorDiv:float16($float16,$float16),$float16)", {dtype::float16}, dtype::float16},
   };
   int compiled = 0;
   for (const auto& s : samples) {

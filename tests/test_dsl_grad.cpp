@@ -97,7 +97,8 @@ TEST_CASE("dsl grad: sin cos reciprocal log1p expm1 softplus erf squared_differe
   auto body = sin(x * b) * cos(b) + reciprocal(x * x + 1.0) + log1p(x * x) + expm1(x * 0.5) + softplus(x - b) +
               erf(x * b) + squared_difference(x, b) + floor(x * 2.5) * x + round(x) + ceil(x + 0.25) + sign(x) * b +
               elu(x * b) + selu(x - b) + relu6(x * 4.0 + 3.0) + tan(x * 0.3) + asin(x * 0.5) * acos(x * 0.5) + atan(x) +
-              sinh(x) * cosh(b) + asinh(x) + acosh(x * x + 1.5) + atanh(x * 0.5) + atan2(x, b + 3.0);
+              sinh(x) * cosh(b) + asinh(x) + acosh(x * x + 1.5) + atanh(x * 0.5) + atan2(x, b + 3.0) +
+              floor_div(x, b + 3.0) * b + floor_mod(x, b + 3.0);
   auto y = reduce_sum(body);
   auto [dx, db] = grad(y, x, b);
   const std::vector<double> xv = values(12, 0.31, 0.07), bv = values(4, 0.4, -0.13);
@@ -117,7 +118,8 @@ TEST_CASE("dsl grad: sin cos reciprocal log1p expm1 softplus erf squared_differe
               (v - w > 0 ? 1.0507009873554805 * (v - w) : 1.7580993408473766 * std::expm1(v - w)) +
               std::min(std::max(v * 4 + 3, 0.0), 6.0) + std::tan(v * 0.3) + std::asin(v * 0.5) * std::acos(v * 0.5) +
               std::atan(v) + std::sinh(v) * std::cosh(w) + std::asinh(v) + std::acosh(v * v + 1.5) + std::atanh(v * 0.5) +
-              std::atan2(v, w + 3);
+              std::atan2(v, w + 3) + std::floor(v / (w + 3)) * w +
+              (v - std::floor(v / (w + 3)) * (w + 3));  // floor_div and floor_mod
     }
     CHECK(run_y(xv, bv) == Approx(want).epsilon(1e-12));
     auto [gx, gb] = sess.run(fetch(dx, db), feed(x, tensor_of<double, 2>(xv, {3, 4})), feed(b, tensor_of<double, 1>(bv, {4})));
@@ -126,7 +128,7 @@ TEST_CASE("dsl grad: sin cos reciprocal log1p expm1 softplus erf squared_differe
     const graph& g = sess.current_graph();
     for (const char* op : {"Sin", "Cos", "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "SquaredDifference", "Floor",
                            "Ceil", "Round", "Sign", "Elu", "Selu", "Relu6", "Tan", "Asin", "Acos", "Atan", "Sinh",
-                           "Cosh", "Asinh", "Acosh", "Atanh", "Atan2"}) {
+                           "Cosh", "Asinh", "Acosh", "Atanh", "Atan2", "FloorDiv", "FloorMod"}) {
       INFO(op);
       if (on) CHECK(count_op(g, op) == 0);  // forward and backward fused
       else CHECK(count_op(g, op) >= 1);

@@ -79,6 +79,8 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
       {"Acosh", unary("Acosh"), {{{2, 3}, 1.2, 3.0}}},
       {"Atanh", unary("Atanh"), {{{2, 3}, -0.8, 0.8}}},
       {"Atan2, a row of xs broadcast", binary("Atan2"), {m23, {{3}, 0.5, 1.5}}},
+      {"FloorMod, between the steps", binary("FloorMod"), {m23, pos23}},
+      {"FloorDiv, flat between its steps", binary("FloorDiv"), {m23, pos23}},
       {"Reciprocal", unary("Reciprocal"), {pos23}},
       {"Log1p", unary("Log1p"), {{{2, 3}, -0.6, 2.0}}},
       {"Expm1", unary("Expm1"), {m23}},

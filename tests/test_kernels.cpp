@@ -186,6 +186,50 @@ TEST_CASE("Atan2 gives the C library's angle in every quadrant and on the axes, 
   }
 }
 
+TEST_CASE("FloorDiv and FloorMod are Python's // and % for integers and floats, zero divisors refused") {
+  graph g;
+  const std::vector<std::int32_t> xi{7, -7, 7, -7, 0, INT32_MIN, INT32_MIN, 5, INT32_MAX, -1};
+  const std::vector<std::int32_t> yi{2, 2, -2, -2, 3, -1, 2, 1, -3, 5};
+  auto& x = c<std::int32_t>(g, {10}, xi);
+  auto& y = c<std::int32_t>(g, {10}, yi);
+  const auto q = eval(g, g.op("FloorDiv", {x, y})).to_vector<std::int32_t>();
+  const auto r = eval(g, g.op("FloorMod", {x, y})).to_vector<std::int32_t>();
+  for (std::size_t i = 0; i < xi.size(); ++i) {
+    INFO(xi[i] << " // " << yi[i]);
+    // In 64 bits by a floor of the exact quotient, wrapped to 32 as Div wraps INT_MIN / -1.
+    const auto want_q = static_cast<std::int64_t>(std::floor(static_cast<long double>(xi[i]) / yi[i]));
+    const std::int64_t want_r = static_cast<std::int64_t>(xi[i]) - want_q * yi[i];
+    CHECK(q[i] == static_cast<std::int32_t>(static_cast<std::uint32_t>(want_q)));
+    CHECK(r[i] == want_r);
+  }
+  CHECK(eval(g, g.op("FloorDiv", {c<std::uint8_t>(g, {2}, {7, 200}), c<std::uint8_t>(g, {2}, {2, 7})})).to_vector<std::uint8_t>() ==
+        std::vector<std::uint8_t>{3, 28});
+  CHECK(eval(g, g.op("FloorMod", {c<std::int8_t>(g, {2}, {-128, 100}), c<std::int8_t>(g, {2}, {7, -7})})).to_vector<std::int8_t>() ==
+        std::vector<std::int8_t>{5, -5});  // -128 = -19 * 7 + 5, 100 = -15 * -7 - 5
+  for (const char* op : {"FloorDiv", "FloorMod"})
+    test::require_error([&] { eval(g, g.op(op, {c<std::int64_t>(g, {2}, {1, 2}), c<std::int64_t>(g, {2}, {1, 0})})); },
+                        {op, "integer division by zero"});
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> xf{7.5, -7.5, 7.5, -7.5, 0.0, 1.0, -3.0, 5.25, 1.0, 2.0};
+  const std::vector<double> yf{2.0, 2.0, -2.0, -2.0, 3.0, 0.0, 1.5, -0.5, inf, -inf};
+  auto& xd = c<double>(g, {10}, xf);
+  auto& yd = c<double>(g, {10}, yf);
+  const auto qf = eval(g, g.op("FloorDiv", {xd, yd})).to_vector<double>();
+  const auto rf = eval(g, g.op("FloorMod", {xd, yd})).to_vector<double>();
+  // TensorFlow's floor(x / y): 2 // -inf is floor(-0) (Python's -1); the remainders are Python's.
+  const std::vector<double> want_qf{3, -4, -4, 3, 0, inf, -2, -11, 0, 0};
+  const std::vector<double> want_rf{1.5, 0.5, -0.5, -1.5, 0, nan, 0, -0.25, 1, -inf};
+  for (std::size_t i = 0; i < xf.size(); ++i) {
+    INFO(xf[i] << " // " << yf[i]);
+    CHECK(qf[i] == want_qf[i]);
+    if (std::isnan(want_rf[i])) CHECK(std::isnan(rf[i]));
+    else CHECK(rf[i] == want_rf[i]);
+  }
+  // Broadcast: a [2, 3] by a scalar.
+  CHECK(eval(g, g.op("FloorMod", {c<float>(g, {2, 3}, {-3, -2, -1, 1, 2, 3}), g.constant(tensor::scalar(2.0f))})).to_vector<float>() ==
+        std::vector<float>{1, 0, 1, 1, 0, 1});
+}
+
 TEST_CASE("Sign of integers and SquaredDifference broadcast as TensorFlow's, empty and rank 0 included") {
   graph g;
   auto& ints = c<std::int32_t>(g, {5}, {-7, 0, 3, INT32_MIN, INT32_MAX});

@@ -4262,6 +4262,10 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   binary("Minimum", real_type_attr);
   binary("SquaredDifference", real_float_type_attr);  // (x - y)^2
   binary("Atan2", real_float_type_attr);              // the angle of (x, y) from the x axis: atan2(y=x0, x=x1)
+  // Python's // and %: the quotient rounded down, the remainder with the divisor's sign;
+  // integer division by zero is an error, INT_MIN // -1 wraps (as Div).
+  binary("FloorDiv", real_type_attr);
+  binary("FloorMod", real_type_attr);
 
   auto compare = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name)
@@ -4514,6 +4518,21 @@ struct atan2_grad {
   }
 };
 
+/// The gradient rule of FloorDiv (framework/gradient_rule.hpp): none flows (TensorFlow's).
+struct floor_div_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D&, const X0&, const X1&, const Y&) { return std::tuple{no_partial{}, no_partial{}}; }
+};
+
+/// The gradient rule of FloorMod (framework/gradient_rule.hpp): z = x - floor(x / y) y: dx =
+/// d, dy = -d floor(x / y) (TensorFlow's).
+struct floor_mod_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x, const X1& y, const Y&) { return std::tuple{d, -(d * floor_div(x, y))}; }
+};
+
 /// The gradient rule of Reciprocal (framework/gradient_rule.hpp): z = 1 / x: -d z^2.
 struct reciprocal_grad {
   /// d times the derivative of the output in each operand (no_partial where none).
@@ -4720,6 +4739,8 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Maximum, math, gradients::maximum_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Minimum, math, gradients::minimum_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SquaredDifference, math, gradients::squared_difference_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Atan2, math, gradients::atan2_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FloorDiv, math, gradients::floor_div_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FloorMod, math, gradients::floor_mod_grad)
 WEFT_DETAIL_OP_TYPE(Greater, math)
 WEFT_DETAIL_OP_TYPE(GreaterEqual, math)
 WEFT_DETAIL_OP_TYPE(Less, math)
@@ -4736,7 +4757,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, FloorDiv, FloorMod, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };
@@ -8015,6 +8036,8 @@ inline symbol sinh(const symbol& a) { return a.then("Sinh"); }
 inline symbol cosh(const symbol& a) { return a.then("Cosh"); }
 /// Rsqrt(a).
 inline symbol rsqrt(const symbol& a) { return a.then("Rsqrt"); }
+/// FloorDiv(a, b).
+inline symbol floor_div(const symbol& a, const symbol& b) { return a.then("FloorDiv", {b}); }
 /// Pow(a, b).
 inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
 /// SelectV2(c, t, e): t where c, else e, broadcasting.
@@ -23043,6 +23066,48 @@ struct atan2_fn {
   }
 };
 
+/// Elementwise functors of FloorDiv and FloorMod (Python's // and %, TensorFlow's): the
+/// quotient rounded toward -infinity, and the remainder x - floor(x / y) y, which has y's
+/// sign. Integers: the kernel rejects zero divisors first; x // -1 is the wrapped -x (INT_MIN
+/// // -1 is INT_MIN) and x % -1 is 0, where C++'s / and % overflow. Floats: floor(x / y), and
+/// fmod moved to y's sign.
+template <bool Mod>
+struct floor_division_fn {
+  static constexpr double cost = 12;  ///< cycles per element, for splitting work
+  /// The Eigen expression over a and b (scalar() per element).
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) {
+    return a.binaryExpr(b, [](auto x, auto y) { return scalar(x, y); });
+  }
+  /// Of one pair of elements.
+  template <class T>
+  static T scalar(const T& a, const T& b) {
+    if constexpr (std::is_integral_v<T>) {
+      if constexpr (std::is_signed_v<T>) {
+        if (b == T(-1)) return Mod ? T(0) : static_cast<T>(T(0) - static_cast<std::make_unsigned_t<T>>(a));
+      }
+      if (b == T(0)) return T(0);  // refused before any element is computed
+      const T q = static_cast<T>(a / b), r = static_cast<T>(a % b);
+      if constexpr (std::is_signed_v<T>) {
+        const bool down = r != 0 && ((r < 0) != (b < 0));
+        if constexpr (Mod) return down ? static_cast<T>(r + b) : r;
+        else return down ? static_cast<T>(q - 1) : q;
+      } else {
+        return Mod ? r : q;
+      }
+    } else {
+      using std::floor;
+      using std::fmod;
+      if constexpr (Mod) {
+        const T r = static_cast<T>(fmod(a, b));
+        return r != T(0) && ((r < T(0)) != (b < T(0))) ? static_cast<T>(r + b) : r;
+      } else {
+        return static_cast<T>(floor(a / b));
+      }
+    }
+  }
+};
+
 /// Calls f(output index, offsets into each input) for every output element, in order.
 template <std::size_t N, class F>
 void for_each_broadcast(const shape& out, const std::array<std::vector<std::int64_t>, N>& strides,
@@ -23122,7 +23187,9 @@ void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tenso
 template <class F, class T, bool Bool>
 void binary_apply(kernel_context& ctx, const tensor& x, const tensor& y, tensor& z) {
   using Out = std::conditional_t<Bool, bool, T>;
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_same_v<F, div_fn>) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> &&
+                (std::is_same_v<F, div_fn> || std::is_same_v<F, floor_division_fn<false>> ||
+                 std::is_same_v<F, floor_division_fn<true>>)) {
     for (T v : y.flat<T>())
       if (v == 0) fail(error_code::invalid_argument, "integer division by zero");
   }
@@ -23441,6 +23508,8 @@ WEFT_DETAIL_BINARY_OP(Maximum, maximum_fn, real_number_types)
 WEFT_DETAIL_BINARY_OP(Minimum, minimum_fn, real_number_types)
 WEFT_DETAIL_BINARY_OP(SquaredDifference, squared_difference_fn, float_types)
 WEFT_DETAIL_BINARY_OP(Atan2, atan2_fn, float_types)
+WEFT_DETAIL_BINARY_OP(FloorDiv, floor_division_fn<false>, real_number_types)
+WEFT_DETAIL_BINARY_OP(FloorMod, floor_division_fn<true>, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(Greater, greater_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(GreaterEqual, greater_equal_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(Less, less_fn, real_number_types)
@@ -31263,6 +31332,8 @@ WEFT_DETAIL_DSL_BINARY(maximum, Maximum, real_number_types, false)
 WEFT_DETAIL_DSL_BINARY(minimum, Minimum, real_number_types, false)
 WEFT_DETAIL_DSL_BINARY(squared_difference, SquaredDifference, float_types, false)
 WEFT_DETAIL_DSL_BINARY(atan2, Atan2, float_types, false)
+WEFT_DETAIL_DSL_BINARY(floor_div, FloorDiv, real_number_types, false)
+WEFT_DETAIL_DSL_BINARY(floor_mod, FloorMod, real_number_types, false)
 WEFT_DETAIL_DSL_BINARY(greater, Greater, real_number_types, true)
 WEFT_DETAIL_DSL_BINARY(greater_equal, GreaterEqual, real_number_types, true)
 WEFT_DETAIL_DSL_BINARY(less, Less, real_number_types, true)
@@ -34354,8 +34425,8 @@ auto variables(const L&... layers) {
 /// type (fused::apply / fused::leaf), and which evaluates the whole subtree in one pass
 /// (kernels/cpu/fused.hpp on the CPU). Intermediate results never reach memory.
 ///
-/// Covered: subtrees of every dtype but string, without integer Div or Pow (whose kernels
-/// check their operands) and casts from complex to real. All ops lower one node each when
+/// Covered: subtrees of every dtype but string, without integer Div, Pow, FloorDiv or
+/// FloorMod (whose kernels check their operands) and casts from complex to real. All ops lower one node each when
 /// fusion is off.
 
 #include <algorithm>
@@ -34386,14 +34457,16 @@ template <class To, class From>
 struct complex_to_real_cast<cast_op<To, From>>
     : std::bool_constant<Eigen::NumTraits<From>::IsComplex && !Eigen::NumTraits<To>::IsComplex> {};
 
-/// Whether an op node fuses (an elementwise op of fusable types, not integer Div or Pow).
+/// Whether an op node fuses (an elementwise op of fusable types, not integer Div, Pow,
+/// FloorDiv or FloorMod, whose kernels check their operands first).
 template <class Op, class T, class... Args>
 constexpr bool fuses() {
   if constexpr (!Op::elementwise) {
     return false;  // (not every other descriptor has a static name)
   } else {
     return fusable_type_v<T> && (fusable_type_v<value_type_of<Args>> && ...) && !complex_to_real_cast<Op>::value &&
-           !((std::string_view(Op::name) == "Div" || std::string_view(Op::name) == "Pow") &&
+           !((std::string_view(Op::name) == "Div" || std::string_view(Op::name) == "Pow" ||
+              std::string_view(Op::name) == "FloorDiv" || std::string_view(Op::name) == "FloorMod") &&
              std::is_integral_v<value_type_of<std::tuple_element_t<0, std::tuple<Args...>>>>);
   }
 }

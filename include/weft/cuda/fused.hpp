@@ -164,6 +164,13 @@ inline std::string expression(const fused_expr& e) {
   if (op == "Div") return arity(2), cast(a[0] + " / " + a[1]);  // integer Div and Pow are never fused
   if (op == "Pow") return arity(2), cast("pow(" + a[0] + ", " + a[1] + ")");
   if (op == "Atan2") return arity(2), cast("atan2(" + a[0] + ", " + a[1] + ")");
+  // FloorDiv and FloorMod of floats (integer ones are never fused: their kernels check y first).
+  if (op == "FloorDiv") return arity(2), cast("floor(" + a[0] + " / " + a[1] + ")");
+  if (op == "FloorMod") {
+    const std::string r = "fmod(" + a[0] + ", " + a[1] + ")";
+    return arity(2), cast("(" + r + " != " + zero + " && ((" + r + " < " + zero + ") != (" + a[1] + " < " + zero + ")) ? " + r +
+                              " + " + a[1] + " : " + r + ")");
+  }
   if (op == "SquaredDifference") return arity(2), cast("(" + a[0] + " - " + a[1] + ") * (" + a[0] + " - " + a[1] + ")");
   if (op == "Maximum") return arity(2), cast("(" + a[0] + " < " + a[1] + " ? " + a[1] + " : " + a[0] + ")");
   if (op == "Minimum") return arity(2), cast("(" + a[1] + " < " + a[0] + " ? " + a[1] + " : " + a[0] + ")");

@@ -2743,6 +2743,8 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_binary<B::minimum>>("Minimum", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::squared_difference>>("SquaredDifference", "T", floats);
     register_gpu_kernel_for<gpu_binary<B::atan2>>("Atan2", "T", floats);
+    register_gpu_kernel_for<gpu_binary<B::floor_div>>("FloorDiv", "T", floats);  // integers: the CPU's zero check
+    register_gpu_kernel_for<gpu_binary<B::floor_mod>>("FloorMod", "T", floats);
     register_gpu_kernel_for<gpu_binary<B::relu_grad>>("ReluGrad", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::greater>>("Greater", "T", numbers);
     register_gpu_kernel_for<gpu_binary<B::greater_equal>>("GreaterEqual", "T", numbers);

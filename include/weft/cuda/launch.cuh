@@ -175,6 +175,11 @@ __device__ __forceinline__ auto apply_binary(C a, C b) {
   else if constexpr (Op == binary::minimum) return b < a ? b : a;
   else if constexpr (Op == binary::squared_difference) return (a - b) * (a - b);
   else if constexpr (Op == binary::atan2) return atan2(a, b);
+  else if constexpr (Op == binary::floor_div) return floor(a / b);
+  else if constexpr (Op == binary::floor_mod) {
+    const C r = fmod(a, b);
+    return r != C(0) && ((r < C(0)) != (b < C(0))) ? r + b : r;
+  }
   else if constexpr (Op == binary::relu_grad) return b > C(0) ? a : C(0);
   else if constexpr (Op == binary::tanh_grad) return b * (C(1) - a * a);
   else if constexpr (Op == binary::sigmoid_grad) return b * a * (C(1) - a);
@@ -208,7 +213,8 @@ void binary_typed(elem t, const void* a, const void* b, void* z, std::int64_t n,
   dispatch_arithmetic(t, [&](auto v) {
     using T = decltype(v);
     constexpr bool logical = Op == binary::logical_and || Op == binary::logical_or;
-    constexpr bool float_only = Op == binary::tanh_grad || Op == binary::sigmoid_grad || Op == binary::atan2;
+    constexpr bool float_only = Op == binary::tanh_grad || Op == binary::sigmoid_grad || Op == binary::atan2 ||
+                                Op == binary::floor_div || Op == binary::floor_mod;
     constexpr bool any_type = Op == binary::equal || Op == binary::not_equal;
     if constexpr (is_std_complex<T> && !complex_binary(Op)) return;
     else if constexpr (!any_type && std::is_same_v<T, bool> != logical) return;
@@ -1131,7 +1137,7 @@ void binary_op(binary op, elem t, const void* a, const void* b, void* z, std::in
 #define WEFT_BINARY(name) \
   case binary::name: return binary_typed<binary::name>(t, a, b, z, n, p, s);
     WEFT_BINARY(add) WEFT_BINARY(sub) WEFT_BINARY(mul) WEFT_BINARY(div) WEFT_BINARY(pow) WEFT_BINARY(maximum)
-    WEFT_BINARY(minimum) WEFT_BINARY(squared_difference) WEFT_BINARY(atan2) WEFT_BINARY(relu_grad) WEFT_BINARY(tanh_grad)
+    WEFT_BINARY(minimum) WEFT_BINARY(squared_difference) WEFT_BINARY(atan2) WEFT_BINARY(floor_div) WEFT_BINARY(floor_mod) WEFT_BINARY(relu_grad) WEFT_BINARY(tanh_grad)
     WEFT_BINARY(sigmoid_grad) WEFT_BINARY(greater) WEFT_BINARY(greater_equal) WEFT_BINARY(less)
     WEFT_BINARY(less_equal) WEFT_BINARY(equal) WEFT_BINARY(not_equal) WEFT_BINARY(logical_and) WEFT_BINARY(logical_or)
 #undef WEFT_BINARY

@@ -32,6 +32,8 @@ enum class binary : int {
   /// z: the operands' type
   add, sub, mul, div, pow, maximum, minimum, squared_difference,
   atan2,         ///< atan2(a, b) (floats)
+  floor_div,     ///< floor(a / b) (floats)
+  floor_mod,     ///< a - floor(a / b) b, as fmod moved to b's sign (floats)
   relu_grad,     ///< a where b > 0, else 0 (ReluGrad(gradients, features))
   tanh_grad,     ///< b * (1 - a^2)   (TanhGrad(y, dy))
   sigmoid_grad,  ///< b * a * (1 - a) (SigmoidGrad(y, dy))

@@ -5,8 +5,8 @@
 /// type (fused::apply / fused::leaf), and which evaluates the whole subtree in one pass
 /// (kernels/cpu/fused.hpp on the CPU). Intermediate results never reach memory.
 ///
-/// Covered: subtrees of every dtype but string, without integer Div or Pow (whose kernels
-/// check their operands) and casts from complex to real. All ops lower one node each when
+/// Covered: subtrees of every dtype but string, without integer Div, Pow, FloorDiv or
+/// FloorMod (whose kernels check their operands) and casts from complex to real. All ops lower one node each when
 /// fusion is off.
 #pragma once
 
@@ -41,14 +41,16 @@ template <class To, class From>
 struct complex_to_real_cast<cast_op<To, From>>
     : std::bool_constant<Eigen::NumTraits<From>::IsComplex && !Eigen::NumTraits<To>::IsComplex> {};
 
-/// Whether an op node fuses (an elementwise op of fusable types, not integer Div or Pow).
+/// Whether an op node fuses (an elementwise op of fusable types, not integer Div, Pow,
+/// FloorDiv or FloorMod, whose kernels check their operands first).
 template <class Op, class T, class... Args>
 constexpr bool fuses() {
   if constexpr (!Op::elementwise) {
     return false;  // (not every other descriptor has a static name)
   } else {
     return fusable_type_v<T> && (fusable_type_v<value_type_of<Args>> && ...) && !complex_to_real_cast<Op>::value &&
-           !((std::string_view(Op::name) == "Div" || std::string_view(Op::name) == "Pow") &&
+           !((std::string_view(Op::name) == "Div" || std::string_view(Op::name) == "Pow" ||
+              std::string_view(Op::name) == "FloorDiv" || std::string_view(Op::name) == "FloorMod") &&
              std::is_integral_v<value_type_of<std::tuple_element_t<0, std::tuple<Args...>>>>);
   }
 }

@@ -154,6 +154,8 @@ inline symbol sinh(const symbol& a) { return a.then("Sinh"); }
 inline symbol cosh(const symbol& a) { return a.then("Cosh"); }
 /// Rsqrt(a).
 inline symbol rsqrt(const symbol& a) { return a.then("Rsqrt"); }
+/// FloorDiv(a, b).
+inline symbol floor_div(const symbol& a, const symbol& b) { return a.then("FloorDiv", {b}); }
 /// Pow(a, b).
 inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
 /// SelectV2(c, t, e): t where c, else e, broadcasting.

@@ -120,6 +120,10 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   binary("Minimum", real_type_attr);
   binary("SquaredDifference", real_float_type_attr);  // (x - y)^2
   binary("Atan2", real_float_type_attr);              // the angle of (x, y) from the x axis: atan2(y=x0, x=x1)
+  // Python's // and %: the quotient rounded down, the remainder with the divisor's sign;
+  // integer division by zero is an error, INT_MIN // -1 wraps (as Div).
+  binary("FloorDiv", real_type_attr);
+  binary("FloorMod", real_type_attr);
 
   auto compare = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name)
@@ -372,6 +376,21 @@ struct atan2_grad {
   }
 };
 
+/// The gradient rule of FloorDiv (framework/gradient_rule.hpp): none flows (TensorFlow's).
+struct floor_div_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D&, const X0&, const X1&, const Y&) { return std::tuple{no_partial{}, no_partial{}}; }
+};
+
+/// The gradient rule of FloorMod (framework/gradient_rule.hpp): z = x - floor(x / y) y: dx =
+/// d, dy = -d floor(x / y) (TensorFlow's).
+struct floor_mod_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x, const X1& y, const Y&) { return std::tuple{d, -(d * floor_div(x, y))}; }
+};
+
 /// The gradient rule of Reciprocal (framework/gradient_rule.hpp): z = 1 / x: -d z^2.
 struct reciprocal_grad {
   /// d times the derivative of the output in each operand (no_partial where none).
@@ -578,6 +597,8 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Maximum, math, gradients::maximum_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Minimum, math, gradients::minimum_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SquaredDifference, math, gradients::squared_difference_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Atan2, math, gradients::atan2_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FloorDiv, math, gradients::floor_div_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FloorMod, math, gradients::floor_mod_grad)
 WEFT_DETAIL_OP_TYPE(Greater, math)
 WEFT_DETAIL_OP_TYPE(GreaterEqual, math)
 WEFT_DETAIL_OP_TYPE(Less, math)
@@ -594,7 +615,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, FloorDiv, FloorMod, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };

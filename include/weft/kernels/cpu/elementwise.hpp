@@ -385,6 +385,48 @@ struct atan2_fn {
   }
 };
 
+/// Elementwise functors of FloorDiv and FloorMod (Python's // and %, TensorFlow's): the
+/// quotient rounded toward -infinity, and the remainder x - floor(x / y) y, which has y's
+/// sign. Integers: the kernel rejects zero divisors first; x // -1 is the wrapped -x (INT_MIN
+/// // -1 is INT_MIN) and x % -1 is 0, where C++'s / and % overflow. Floats: floor(x / y), and
+/// fmod moved to y's sign.
+template <bool Mod>
+struct floor_division_fn {
+  static constexpr double cost = 12;  ///< cycles per element, for splitting work
+  /// The Eigen expression over a and b (scalar() per element).
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) {
+    return a.binaryExpr(b, [](auto x, auto y) { return scalar(x, y); });
+  }
+  /// Of one pair of elements.
+  template <class T>
+  static T scalar(const T& a, const T& b) {
+    if constexpr (std::is_integral_v<T>) {
+      if constexpr (std::is_signed_v<T>) {
+        if (b == T(-1)) return Mod ? T(0) : static_cast<T>(T(0) - static_cast<std::make_unsigned_t<T>>(a));
+      }
+      if (b == T(0)) return T(0);  // refused before any element is computed
+      const T q = static_cast<T>(a / b), r = static_cast<T>(a % b);
+      if constexpr (std::is_signed_v<T>) {
+        const bool down = r != 0 && ((r < 0) != (b < 0));
+        if constexpr (Mod) return down ? static_cast<T>(r + b) : r;
+        else return down ? static_cast<T>(q - 1) : q;
+      } else {
+        return Mod ? r : q;
+      }
+    } else {
+      using std::floor;
+      using std::fmod;
+      if constexpr (Mod) {
+        const T r = static_cast<T>(fmod(a, b));
+        return r != T(0) && ((r < T(0)) != (b < T(0))) ? static_cast<T>(r + b) : r;
+      } else {
+        return static_cast<T>(floor(a / b));
+      }
+    }
+  }
+};
+
 /// Calls f(output index, offsets into each input) for every output element, in order.
 template <std::size_t N, class F>
 void for_each_broadcast(const shape& out, const std::array<std::vector<std::int64_t>, N>& strides,
@@ -464,7 +506,9 @@ void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tenso
 template <class F, class T, bool Bool>
 void binary_apply(kernel_context& ctx, const tensor& x, const tensor& y, tensor& z) {
   using Out = std::conditional_t<Bool, bool, T>;
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_same_v<F, div_fn>) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> &&
+                (std::is_same_v<F, div_fn> || std::is_same_v<F, floor_division_fn<false>> ||
+                 std::is_same_v<F, floor_division_fn<true>>)) {
     for (T v : y.flat<T>())
       if (v == 0) fail(error_code::invalid_argument, "integer division by zero");
   }
@@ -783,6 +827,8 @@ WEFT_DETAIL_BINARY_OP(Maximum, maximum_fn, real_number_types)
 WEFT_DETAIL_BINARY_OP(Minimum, minimum_fn, real_number_types)
 WEFT_DETAIL_BINARY_OP(SquaredDifference, squared_difference_fn, float_types)
 WEFT_DETAIL_BINARY_OP(Atan2, atan2_fn, float_types)
+WEFT_DETAIL_BINARY_OP(FloorDiv, floor_division_fn<false>, real_number_types)
+WEFT_DETAIL_BINARY_OP(FloorMod, floor_division_fn<true>, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(Greater, greater_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(GreaterEqual, greater_equal_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(Less, less_fn, real_number_types)
