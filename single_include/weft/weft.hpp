@@ -23022,15 +23022,20 @@ WEFT_DETAIL_BINARY(logical_or_fn, a || b, a || b, 1);
 WEFT_DETAIL_BINARY(squared_difference_fn, (a - b).square(), (a - b) * (a - b), 2);
 #undef WEFT_DETAIL_BINARY
 
-/// Elementwise functor of Pow, a^b: integers by squaring and multiplying modulo 2^64 (the
-/// kernel rejects negative exponents first), floats and complex numbers by pow.
-struct pow_fn {
-  static constexpr double cost = 40;  ///< cycles per element, for splitting work
-  /// The Eigen expression over a and b (scalar() per element).
+/// The Eigen form of a binary functor F that has no packets: F::scalar per pair of elements.
+template <class F>
+struct per_element_binary {
+  /// The Eigen expression over a and b (an array or a constant each).
   template <class A, class B>
   static auto apply(const A& a, const B& b) {
-    return a.binaryExpr(b, [](auto x, auto y) { return scalar(x, y); });
+    return a.binaryExpr(b, [](auto x, auto y) { return F::scalar(x, y); });
   }
+};
+
+/// Elementwise functor of Pow, a^b: integers by squaring and multiplying modulo 2^64 (the
+/// kernel rejects negative exponents first), floats and complex numbers by pow.
+struct pow_fn : per_element_binary<pow_fn> {
+  static constexpr double cost = 40;  ///< cycles per element, for splitting work
   /// Of one pair of elements.
   template <class T>
   static T scalar(const T& a, const T& b) {
@@ -23051,13 +23056,8 @@ struct pow_fn {
 };
 
 /// Elementwise functor of Atan2, atan2(a, b): the angle of the point (b, a), in (-pi, pi].
-struct atan2_fn {
+struct atan2_fn : per_element_binary<atan2_fn> {  // Eigen 3.4 has no atan2 packets
   static constexpr double cost = 40;  ///< cycles per element, for splitting work
-  /// The Eigen expression over a and b (scalar() per element: Eigen 3.4 has no atan2 packets).
-  template <class A, class B>
-  static auto apply(const A& a, const B& b) {
-    return a.binaryExpr(b, [](auto y, auto x) { return scalar(y, x); });
-  }
   /// Of one pair of elements.
   template <class T>
   static T scalar(const T& a, const T& b) {
@@ -23072,13 +23072,8 @@ struct atan2_fn {
 /// // -1 is INT_MIN) and x % -1 is 0, where C++'s / and % overflow. Floats: floor(x / y), and
 /// fmod moved to y's sign.
 template <bool Mod>
-struct floor_division_fn {
+struct floor_division_fn : per_element_binary<floor_division_fn<Mod>> {
   static constexpr double cost = 12;  ///< cycles per element, for splitting work
-  /// The Eigen expression over a and b (scalar() per element).
-  template <class A, class B>
-  static auto apply(const A& a, const B& b) {
-    return a.binaryExpr(b, [](auto x, auto y) { return scalar(x, y); });
-  }
   /// Of one pair of elements.
   template <class T>
   static T scalar(const T& a, const T& b) {
@@ -31124,7 +31119,9 @@ struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
   void prepare() const { use_kernels<op, T>(); }
 };
 
-#define WEFT_DETAIL_DSL_UNARY(FN, OP, TYPES)                                                            \
+// Unary elementwise ops: FN(a) an expression of a's shape whose dtype is RESULT (T, a's
+// dtype, or bool), a's dtype one of TYPES (another is a compile error: "weft::FN: MESSAGE").
+#define WEFT_DETAIL_DSL_UNARY_OF(FN, OP, TYPES, RESULT, MESSAGE)                                        \
   namespace tags {                                                                                      \
   /** The DSL's tag of op OP, as fusion and the gradient rules read it. */                              \
   struct FN {                                                                                           \
@@ -31138,15 +31135,17 @@ struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
   };                                                                                                    \
   }                                                                                                     \
   namespace check {                                                                                     \
-  WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operand's dtype is not supported");        \
+  WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": " MESSAGE);                                     \
   }                                                                                                     \
-  /** Op OP elementwise (TYPES; another dtype is a compile error): same shape and dtype. */             \
+  /** Op OP elementwise (TYPES; another dtype is a compile error): the operand's shape, dtype RESULT. */ \
   template <expression A>                                                                               \
   auto FN(const A& a) {                                                                                 \
     using T = value_type_of<A>;                                                                         \
     (void)check::FN##_dtype<T, detail::in_list<T, TYPES>::value>::value;                                \
-    return op_expr<elementwise_op<tags::FN, T>, T, shape_of<A>, std::remove_cvref_t<A>>({}, a);               \
+    return op_expr<elementwise_op<tags::FN, T>, RESULT, shape_of<A>, std::remove_cvref_t<A>>({}, a);   \
   }
+#define WEFT_DETAIL_DSL_UNARY(FN, OP, TYPES) \
+  WEFT_DETAIL_DSL_UNARY_OF(FN, OP, TYPES, T, "the operand's dtype is not supported")
 
 WEFT_DETAIL_DSL_UNARY(negate, Neg, signed_number_types)
 WEFT_DETAIL_DSL_UNARY(abs, Abs, signed_real_types)
@@ -31184,37 +31183,12 @@ WEFT_DETAIL_DSL_UNARY(relu6, Relu6, float_types)
 WEFT_DETAIL_DSL_UNARY(logical_not, LogicalNot, type_list<bool>)
 #undef WEFT_DETAIL_DSL_UNARY
 
-// is_nan, is_inf, is_finite: elementwise tests of a float expression, bool expressions
-// (fused with their neighbours; no gradient flows through them).
-#define WEFT_DETAIL_DSL_PREDICATE(FN, OP)                                                               \
-  namespace tags {                                                                                      \
-  /** The DSL's tag of op OP, as fusion reads it. */                                                    \
-  struct FN {                                                                                           \
-    using op = ops::OP;                           /**< the op's type */                                 \
-    static constexpr const char* name = op::name; /**< the op's name */                                 \
-    /** Registers the op's kernel for element type T where a program compiles its own. */               \
-    template <class T>                                                                                  \
-    static void register_kernel() {                                                                     \
-      use_kernels<op, T>();                                                                             \
-    }                                                                                                   \
-  };                                                                                                    \
-  }                                                                                                     \
-  namespace check {                                                                                     \
-  WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operand must be float16, bfloat16, float or double"); \
-  }                                                                                                     \
-  /** Op OP elementwise: a bool expression of the operand's shape (float16, bfloat16, float or */      \
-  /** double; another dtype is a compile error). */                                                     \
-  template <expression A>                                                                               \
-  auto FN(const A& a) {                                                                                 \
-    using T = value_type_of<A>;                                                                         \
-    (void)check::FN##_dtype<T, detail::in_list<T, float_types>::value>::value;                         \
-    return op_expr<elementwise_op<tags::FN, T>, bool, shape_of<A>, std::remove_cvref_t<A>>({}, a);     \
-  }
-
-WEFT_DETAIL_DSL_PREDICATE(is_nan, IsNan)
-WEFT_DETAIL_DSL_PREDICATE(is_inf, IsInf)
-WEFT_DETAIL_DSL_PREDICATE(is_finite, IsFinite)
-#undef WEFT_DETAIL_DSL_PREDICATE
+/// is_nan, is_inf, is_finite: elementwise tests of a float expression, bool expressions
+/// (fused with their neighbours; no gradient flows through them).
+WEFT_DETAIL_DSL_UNARY_OF(is_nan, IsNan, float_types, bool, "the operand must be float16, bfloat16, float or double")
+WEFT_DETAIL_DSL_UNARY_OF(is_inf, IsInf, float_types, bool, "the operand must be float16, bfloat16, float or double")
+WEFT_DETAIL_DSL_UNARY_OF(is_finite, IsFinite, float_types, bool, "the operand must be float16, bfloat16, float or double")
+#undef WEFT_DETAIL_DSL_UNARY_OF
 
 /// CheckNumerics's descriptor: its message.
 template <class T>

@@ -192,7 +192,9 @@ struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
   void prepare() const { use_kernels<op, T>(); }
 };
 
-#define WEFT_DETAIL_DSL_UNARY(FN, OP, TYPES)                                                            \
+// Unary elementwise ops: FN(a) an expression of a's shape whose dtype is RESULT (T, a's
+// dtype, or bool), a's dtype one of TYPES (another is a compile error: "weft::FN: MESSAGE").
+#define WEFT_DETAIL_DSL_UNARY_OF(FN, OP, TYPES, RESULT, MESSAGE)                                        \
   namespace tags {                                                                                      \
   /** The DSL's tag of op OP, as fusion and the gradient rules read it. */                              \
   struct FN {                                                                                           \
@@ -206,15 +208,17 @@ struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
   };                                                                                                    \
   }                                                                                                     \
   namespace check {                                                                                     \
-  WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operand's dtype is not supported");        \
+  WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": " MESSAGE);                                     \
   }                                                                                                     \
-  /** Op OP elementwise (TYPES; another dtype is a compile error): same shape and dtype. */             \
+  /** Op OP elementwise (TYPES; another dtype is a compile error): the operand's shape, dtype RESULT. */ \
   template <expression A>                                                                               \
   auto FN(const A& a) {                                                                                 \
     using T = value_type_of<A>;                                                                         \
     (void)check::FN##_dtype<T, detail::in_list<T, TYPES>::value>::value;                                \
-    return op_expr<elementwise_op<tags::FN, T>, T, shape_of<A>, std::remove_cvref_t<A>>({}, a);               \
+    return op_expr<elementwise_op<tags::FN, T>, RESULT, shape_of<A>, std::remove_cvref_t<A>>({}, a);   \
   }
+#define WEFT_DETAIL_DSL_UNARY(FN, OP, TYPES) \
+  WEFT_DETAIL_DSL_UNARY_OF(FN, OP, TYPES, T, "the operand's dtype is not supported")
 
 WEFT_DETAIL_DSL_UNARY(negate, Neg, signed_number_types)
 WEFT_DETAIL_DSL_UNARY(abs, Abs, signed_real_types)
@@ -252,37 +256,12 @@ WEFT_DETAIL_DSL_UNARY(relu6, Relu6, float_types)
 WEFT_DETAIL_DSL_UNARY(logical_not, LogicalNot, type_list<bool>)
 #undef WEFT_DETAIL_DSL_UNARY
 
-// is_nan, is_inf, is_finite: elementwise tests of a float expression, bool expressions
-// (fused with their neighbours; no gradient flows through them).
-#define WEFT_DETAIL_DSL_PREDICATE(FN, OP)                                                               \
-  namespace tags {                                                                                      \
-  /** The DSL's tag of op OP, as fusion reads it. */                                                    \
-  struct FN {                                                                                           \
-    using op = ops::OP;                           /**< the op's type */                                 \
-    static constexpr const char* name = op::name; /**< the op's name */                                 \
-    /** Registers the op's kernel for element type T where a program compiles its own. */               \
-    template <class T>                                                                                  \
-    static void register_kernel() {                                                                     \
-      use_kernels<op, T>();                                                                             \
-    }                                                                                                   \
-  };                                                                                                    \
-  }                                                                                                     \
-  namespace check {                                                                                     \
-  WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operand must be float16, bfloat16, float or double"); \
-  }                                                                                                     \
-  /** Op OP elementwise: a bool expression of the operand's shape (float16, bfloat16, float or */      \
-  /** double; another dtype is a compile error). */                                                     \
-  template <expression A>                                                                               \
-  auto FN(const A& a) {                                                                                 \
-    using T = value_type_of<A>;                                                                         \
-    (void)check::FN##_dtype<T, detail::in_list<T, float_types>::value>::value;                         \
-    return op_expr<elementwise_op<tags::FN, T>, bool, shape_of<A>, std::remove_cvref_t<A>>({}, a);     \
-  }
-
-WEFT_DETAIL_DSL_PREDICATE(is_nan, IsNan)
-WEFT_DETAIL_DSL_PREDICATE(is_inf, IsInf)
-WEFT_DETAIL_DSL_PREDICATE(is_finite, IsFinite)
-#undef WEFT_DETAIL_DSL_PREDICATE
+/// is_nan, is_inf, is_finite: elementwise tests of a float expression, bool expressions
+/// (fused with their neighbours; no gradient flows through them).
+WEFT_DETAIL_DSL_UNARY_OF(is_nan, IsNan, float_types, bool, "the operand must be float16, bfloat16, float or double")
+WEFT_DETAIL_DSL_UNARY_OF(is_inf, IsInf, float_types, bool, "the operand must be float16, bfloat16, float or double")
+WEFT_DETAIL_DSL_UNARY_OF(is_finite, IsFinite, float_types, bool, "the operand must be float16, bfloat16, float or double")
+#undef WEFT_DETAIL_DSL_UNARY_OF
 
 /// CheckNumerics's descriptor: its message.
 template <class T>

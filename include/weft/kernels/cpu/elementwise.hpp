@@ -341,15 +341,20 @@ WEFT_DETAIL_BINARY(logical_or_fn, a || b, a || b, 1);
 WEFT_DETAIL_BINARY(squared_difference_fn, (a - b).square(), (a - b) * (a - b), 2);
 #undef WEFT_DETAIL_BINARY
 
-/// Elementwise functor of Pow, a^b: integers by squaring and multiplying modulo 2^64 (the
-/// kernel rejects negative exponents first), floats and complex numbers by pow.
-struct pow_fn {
-  static constexpr double cost = 40;  ///< cycles per element, for splitting work
-  /// The Eigen expression over a and b (scalar() per element).
+/// The Eigen form of a binary functor F that has no packets: F::scalar per pair of elements.
+template <class F>
+struct per_element_binary {
+  /// The Eigen expression over a and b (an array or a constant each).
   template <class A, class B>
   static auto apply(const A& a, const B& b) {
-    return a.binaryExpr(b, [](auto x, auto y) { return scalar(x, y); });
+    return a.binaryExpr(b, [](auto x, auto y) { return F::scalar(x, y); });
   }
+};
+
+/// Elementwise functor of Pow, a^b: integers by squaring and multiplying modulo 2^64 (the
+/// kernel rejects negative exponents first), floats and complex numbers by pow.
+struct pow_fn : per_element_binary<pow_fn> {
+  static constexpr double cost = 40;  ///< cycles per element, for splitting work
   /// Of one pair of elements.
   template <class T>
   static T scalar(const T& a, const T& b) {
@@ -370,13 +375,8 @@ struct pow_fn {
 };
 
 /// Elementwise functor of Atan2, atan2(a, b): the angle of the point (b, a), in (-pi, pi].
-struct atan2_fn {
+struct atan2_fn : per_element_binary<atan2_fn> {  // Eigen 3.4 has no atan2 packets
   static constexpr double cost = 40;  ///< cycles per element, for splitting work
-  /// The Eigen expression over a and b (scalar() per element: Eigen 3.4 has no atan2 packets).
-  template <class A, class B>
-  static auto apply(const A& a, const B& b) {
-    return a.binaryExpr(b, [](auto y, auto x) { return scalar(y, x); });
-  }
   /// Of one pair of elements.
   template <class T>
   static T scalar(const T& a, const T& b) {
@@ -391,13 +391,8 @@ struct atan2_fn {
 /// // -1 is INT_MIN) and x % -1 is 0, where C++'s / and % overflow. Floats: floor(x / y), and
 /// fmod moved to y's sign.
 template <bool Mod>
-struct floor_division_fn {
+struct floor_division_fn : per_element_binary<floor_division_fn<Mod>> {
   static constexpr double cost = 12;  ///< cycles per element, for splitting work
-  /// The Eigen expression over a and b (scalar() per element).
-  template <class A, class B>
-  static auto apply(const A& a, const B& b) {
-    return a.binaryExpr(b, [](auto x, auto y) { return scalar(x, y); });
-  }
   /// Of one pair of elements.
   template <class T>
   static T scalar(const T& a, const T& b) {
