@@ -4158,6 +4158,19 @@ struct io {
 #include <vector>
 #include <tuple>
 
+/// @file
+/// Constants of activation functions, written once for every device's kernels and for the
+/// GPU's generated fused code. No includes: nvcc compiles it (cuda/launch.cuh).
+
+namespace weft {
+
+/// Selu's alpha (Klambauer et al. 2017, as TensorFlow's): selu(x) = scale alpha (e^x - 1)
+/// where x <= 0.
+inline constexpr double selu_alpha = 1.6732632423543772848170429916717;
+/// Selu's scale: selu(x) = scale x where x > 0.
+inline constexpr double selu_scale = 1.0507009873554804934193349852946;
+
+}  // namespace weft
 
 namespace weft::ops {
 
@@ -4573,10 +4586,6 @@ struct flat_grad {
   /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D&, const X&, const Y&) { return std::tuple{no_partial{}}; }
 };
-
-/// Selu's constants (Klambauer et al. 2017, as TensorFlow's): alpha and scale.
-inline constexpr double selu_alpha = 1.6732632423543772848170429916717;
-inline constexpr double selu_scale = 1.0507009873554804934193349852946;  ///< selu_alpha's partner
 
 /// The gradient rule of Elu (framework/gradient_rule.hpp): d where z > 0, else d (z + 1).
 struct elu_grad {
@@ -22891,8 +22900,7 @@ WEFT_DETAIL_UNARY(erf_fn, x.erf(), 30);
 WEFT_DETAIL_UNARY(elu_fn, (x > typename A::Scalar(0)).select(x, x.expm1()), 25);
 WEFT_DETAIL_UNARY(selu_fn,
                   (x > typename A::Scalar(0))
-                      .select(x * typename A::Scalar(gradients::selu_scale),
-                              x.expm1() * typename A::Scalar(gradients::selu_scale * gradients::selu_alpha)),
+                      .select(x * typename A::Scalar(selu_scale), x.expm1() * typename A::Scalar(selu_scale * selu_alpha)),
                   25);
 WEFT_DETAIL_UNARY(is_nan_fn, x != x, 1);
 WEFT_DETAIL_UNARY(is_inf_fn, x.abs() == std::numeric_limits<typename A::Scalar>::infinity(), 1);

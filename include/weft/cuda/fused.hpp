@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include <weft/core/activation_constants.hpp>
 #include <weft/core/error.hpp>
 #include <weft/cuda/check.hpp>
 #include <weft/cuda/device.hpp>
@@ -142,9 +143,15 @@ inline std::string expression(const fused_expr& e) {
   if (op == "Ceil") return arity(1), cast("ceil(" + a[0] + ")");
   if (op == "Round") return arity(1), cast("rint(" + a[0] + ")");  // half to even
   if (op == "Elu") return arity(1), cast("(" + a[0] + " > " + zero + " ? " + a[0] + " : expm1(" + a[0] + "))");
-  if (op == "Selu")  // Klambauer et al.'s scale and scale alpha, as the CPU's
-    return arity(1), cast("(" + a[0] + " > " + zero + " ? (" + C + ")1.0507009873554804934193349852946 * " + a[0] + " : (" + C +
-                              ")(1.0507009873554804934193349852946 * 1.6732632423543772848170429916717) * expm1(" + a[0] + "))");
+  if (op == "Selu") {  // the constants as the other kernels' (core/activation_constants.hpp), every digit
+    auto literal = [&](double v) {
+      char text[64];
+      std::snprintf(text, sizeof text, "((%s)%.17g)", C.c_str(), v);
+      return std::string(text);
+    };
+    return arity(1), cast("(" + a[0] + " > " + zero + " ? " + literal(selu_scale) + " * " + a[0] + " : " +
+                              literal(selu_scale * selu_alpha) + " * expm1(" + a[0] + "))");
+  }
   if (op == "Relu6")
     return arity(1), cast("(" + a[0] + " != " + a[0] + " ? " + a[0] + " : " + a[0] + " > " + zero + " ? (" + a[0] + " < (" + C +
                               ")6 ? " + a[0] + " : (" + C + ")6) : " + zero + ")");  // NaN of NaN

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include <weft/core/activation_constants.hpp>
 #include <weft/cuda/launch.hpp>
 
 namespace weft::cuda::launch {
@@ -107,8 +108,7 @@ __device__ __forceinline__ C apply_unary(C x) {
   else if constexpr (Op == unary::round) return rint(x);  // half to even
   else if constexpr (Op == unary::elu) return x > C(0) ? x : expm1(x);
   else if constexpr (Op == unary::selu)
-    return x > C(0) ? C(1.0507009873554804934193349852946) * x
-                    : C(1.0507009873554804934193349852946 * 1.6732632423543772848170429916717) * expm1(x);
+    return x > C(0) ? C(::weft::selu_scale) * x : C(::weft::selu_scale * ::weft::selu_alpha) * expm1(x);
   else if constexpr (Op == unary::tan) return tan(x);
   else if constexpr (Op == unary::asin) return asin(x);
   else if constexpr (Op == unary::acos) return acos(x);

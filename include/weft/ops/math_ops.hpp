@@ -11,6 +11,7 @@
 #include <vector>
 #include <tuple>
 
+#include <weft/core/activation_constants.hpp>
 #include <weft/core/prebuilt.hpp>
 #include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
@@ -431,10 +432,6 @@ struct flat_grad {
   /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D&, const X&, const Y&) { return std::tuple{no_partial{}}; }
 };
-
-/// Selu's constants (Klambauer et al. 2017, as TensorFlow's): alpha and scale.
-inline constexpr double selu_alpha = 1.6732632423543772848170429916717;
-inline constexpr double selu_scale = 1.0507009873554804934193349852946;  ///< selu_alpha's partner
 
 /// The gradient rule of Elu (framework/gradient_rule.hpp): d where z > 0, else d (z + 1).
 struct elu_grad {

@@ -210,8 +210,7 @@ WEFT_DETAIL_UNARY(erf_fn, x.erf(), 30);
 WEFT_DETAIL_UNARY(elu_fn, (x > typename A::Scalar(0)).select(x, x.expm1()), 25);
 WEFT_DETAIL_UNARY(selu_fn,
                   (x > typename A::Scalar(0))
-                      .select(x * typename A::Scalar(gradients::selu_scale),
-                              x.expm1() * typename A::Scalar(gradients::selu_scale * gradients::selu_alpha)),
+                      .select(x * typename A::Scalar(selu_scale), x.expm1() * typename A::Scalar(selu_scale * selu_alpha)),
                   25);
 WEFT_DETAIL_UNARY(is_nan_fn, x != x, 1);
 WEFT_DETAIL_UNARY(is_inf_fn, x.abs() == std::numeric_limits<typename A::Scalar>::infinity(), 1);
