@@ -205,7 +205,7 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round", "Sign",
                          "SquaredDifference", "Elu", "Selu", "Relu6", "IsNan", "IsInf", "IsFinite", "Tan", "Asin",
                          "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Atan2", "FloorDiv",
-                         "FloorMod"}) {
+                         "FloorMod", "ExpandDims", "Squeeze", "Pack", "Unpack", "ReverseV2", "Range", "AddN"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -254,6 +254,8 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
   CHECK(gpu_dtypes("MaxPoolGradGrad").second.size() == 4);
   for (const char* op : {"MatrixInverse", "MatrixDeterminant"})
     CHECK(gpu_dtypes(op).second == std::vector<dtype>{dtype::float32, dtype::float64, dtype::complex64, dtype::complex128});
+  CHECK(gpu_dtypes("AddN").second.size() == 9);  // Add's
+  CHECK(gpu_dtypes("Range").second == std::vector<dtype>{dtype::float32, dtype::float64, dtype::int32, dtype::int64});
   CHECK(gpu_dtypes("Cast").second.size() == 15);  // every dtype but string
   // The kernels that move elements without computing with them: every dtype but string.
   for (const char* op : {"Select", "SelectV2", "Fill", "BroadcastTo", "ZerosLike", "OnesLike", "TensorScatterUpdate"}) {
@@ -623,7 +625,8 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
   for (const char* op : {"MatMul", "Add", "Mean", "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam", "RandomUniform",
                          "TruncatedNormal", "Dropout", "MaxPoolGrad", "Transpose", "ConcatV2", "Split", "Slice", "Pad", "Tile",
                          "UnsortedSegmentSum", "GatherNd", "ScatterNd", "SumToShape", "OneHot", "SoftmaxCrossEntropyWithLogits",
-                         "L2Loss", "ApplyAdagrad", "ApplyRMSProp"}) {
+                         "L2Loss", "ApplyAdagrad", "ApplyRMSProp", "ExpandDims", "Squeeze", "Pack", "Unpack", "ReverseV2",
+                         "Range", "AddN"}) {
     INFO(op);
     CHECK(checked.count(op));
   }

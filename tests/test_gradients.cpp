@@ -235,6 +235,27 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
        }, {m23}},
       {"Tile", [](graph& g, const std::vector<output>& x) { return op(g, "Tile", {x[0], ints(g, {2, 1, 3})}); },
        {{{2, 3, 1}, -1, 1}}},
+      {"ExpandDims", [](graph& g, const std::vector<output>& x) { return op(g, "ExpandDims", {x[0], g.constant(tensor::scalar(-2))}); },
+       {m23}},
+      {"Squeeze, named", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Squeeze", {x[0]}, {{"squeeze_dims", std::vector<std::int64_t>{-2}}});
+       }, {{{2, 1, 3}, -1, 1}}},
+      {"Squeeze, every 1", unary("Squeeze"), {{{1, 3, 1}, -1, 1}}},
+      {"Pack", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Pack", {x[0], x[1], x[0]}, {{"N", std::int64_t{3}}, {"axis", std::int64_t{1}}});
+       }, {m23, {{2, 3}, -0.7, 0.9}}},
+      {"Pack, last axis", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Pack", {x[0], x[1]}, {{"N", std::int64_t{2}}, {"axis", std::int64_t{-1}}});
+       }, {row3, {{3}, 0.2, 1.1}}},
+      {"Unpack, one output unused", [](graph& g, const std::vector<output>& x) {
+         const node& parts = g.op("Unpack", {x[0]}, {{"num", std::int64_t{3}}, {"axis", std::int64_t{1}}});
+         return op(g, "Add", {op(g, "Mul", {parts.out(0), parts.out(0)}), parts.out(2)});
+       }, {m23}},
+      {"ReverseV2", [](graph& g, const std::vector<output>& x) {
+         return op(g, "ReverseV2", {x[0], g.constant(tensor::from_vector(std::vector<std::int32_t>{0, -1}))});
+       }, {{{2, 3, 2}, -1, 1}}},
+      {"AddN", [](graph& g, const std::vector<output>& x) { return op(g, "AddN", {x[0], x[1], x[0]}, {{"N", std::int64_t{3}}}); },
+       {m23, {{2, 3}, -0.3, 0.8}}},
       {"BiasAdd", binary("BiasAdd"), {m23, row3}},
       {"BiasAdd, rank 3", binary("BiasAdd"), {{{2, 2, 3}, -1, 1}, row3}},
       {"BiasAddGrad", unary("BiasAddGrad"), {{{4, 3}, -1, 1}}},

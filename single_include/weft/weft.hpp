@@ -2384,7 +2384,11 @@ struct node_spec {
 /// @file
 /// Shape-rule helpers shared by the op definition headers.
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -2776,6 +2780,84 @@ inline void broadcast_inputs(shape_context& c) {
   c.set_output(0, out);
 }
 
+/// The shape inputs [first, first + count) all have (the ops that take values of one
+/// shape: Pack, AddN): their known dims merged, or an error naming the two that differ.
+inline partial_shape merged_input_shapes(shape_context& c, int first, int count) {
+  partial_shape out;
+  int from = first;
+  for (int i = first; i < first + count; ++i) {
+    const partial_shape& s = c.input(i);
+    if (!s.rank_known()) continue;
+    if (!out.rank_known()) {
+      out = s;
+      from = i;
+      continue;
+    }
+    if (!shapes_compatible(out, s))
+      c.fail("input ", i - first, " has shape ", s, ", which does not match input ", from - first, "'s shape ", out);
+    std::vector<std::int64_t> dims = out.dims();
+    for (int d = 0; d < s.rank(); ++d)
+      if (dims[static_cast<std::size_t>(d)] < 0) dims[static_cast<std::size_t>(d)] = s[d];
+    out = partial_shape(dims);
+  }
+  return out;
+}
+
+/// Range's element count for start, limit and delta (TensorFlow's rule: integers
+/// ceil(|limit - start| / |delta|), computed without overflow; floats ceil(|(limit - start) /
+/// delta|)), or why there is none: a zero delta, a delta pointing away from limit, a count
+/// that is not finite or does not fit an int64.
+struct range_count {
+  std::int64_t size = 0;  ///< the element count
+  std::string error;      ///< empty when the count is valid
+};
+/// range_count of integer start, limit and delta.
+inline range_count range_size(std::int64_t start, std::int64_t limit, std::int64_t delta) {
+  const auto text = [](auto... parts) {
+    std::ostringstream out;
+    (out << ... << parts);
+    return range_count{0, out.str()};
+  };
+  if (delta == 0) return text("delta must not be 0");
+  if (delta > 0 && start > limit) return text("start ", start, " is above limit ", limit, " while delta ", delta, " > 0");
+  if (delta < 0 && start < limit) return text("start ", start, " is below limit ", limit, " while delta ", delta, " < 0");
+  // |limit - start| and |delta| as unsigned: both fit a uint64, whatever the int64s.
+  const std::uint64_t span = delta > 0 ? static_cast<std::uint64_t>(limit) - static_cast<std::uint64_t>(start)
+                                       : static_cast<std::uint64_t>(start) - static_cast<std::uint64_t>(limit);
+  const std::uint64_t step = delta > 0 ? static_cast<std::uint64_t>(delta) : std::uint64_t{0} - static_cast<std::uint64_t>(delta);
+  const std::uint64_t n = span / step + (span % step != 0 ? 1 : 0);
+  if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    return text("the range from ", start, " to ", limit, " by ", delta, " has more than 2^63 - 1 elements");
+  return {static_cast<std::int64_t>(n), {}};
+}
+/// range_count of floating-point start, limit and delta.
+inline range_count range_size(double start, double limit, double delta) {
+  const auto text = [](auto... parts) {
+    std::ostringstream out;
+    out.precision(17);
+    (out << ... << parts);
+    return range_count{0, out.str()};
+  };
+  if (delta == 0) return text("delta must not be 0");
+  if (delta > 0 && start > limit) return text("start ", start, " is above limit ", limit, " while delta ", delta, " > 0");
+  if (delta < 0 && start < limit) return text("start ", start, " is below limit ", limit, " while delta ", delta, " < 0");
+  const double n = std::ceil(std::abs((limit - start) / delta));
+  if (!(n >= 0 && n < 9.2233720368547758e18))  // NaN and infinities too
+    return text("the range from ", start, " to ", limit, " by ", delta, " has no finite element count that fits an int64");
+  return {static_cast<std::int64_t>(n), {}};
+}
+/// range_count of Range's three scalar inputs (of one dtype: int32, int64, float32 or float64).
+inline range_count range_size_of(const tensor& start, const tensor& limit, const tensor& delta) {
+  if (start.num_elements() != 1 || limit.num_elements() != 1 || delta.num_elements() != 1)
+    return {0, "start, limit and delta must be scalars"};
+  if (auto a = int_values_of(&start), b = int_values_of(&limit), d = int_values_of(&delta); a && b && d)
+    return range_size((*a)[0], (*b)[0], (*d)[0]);
+  const auto real = [](const tensor& t) {
+    return t.dtype() == dtype::float32 ? static_cast<double>(t.flat<float>()[0]) : t.flat<double>()[0];
+  };
+  return range_size(real(start), real(limit), real(delta));
+}
+
 /// Shape function: every output is a scalar.
 inline void scalar_shape(shape_context& c) {
   for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, partial_shape{});
@@ -3083,6 +3165,13 @@ struct core {
 ///                              updates (of GatherNd's result shape); a slice indexed twice
 ///                              gets one of its updates. ScatterNd and TensorScatterAdd,
 ///                              which add, are reduction ops.
+///   ExpandDims(x, dim)         a dim of 1 inserted at dim, in [-rank - 1, rank]
+///   Squeeze(x; squeeze_dims)   the named dims of size 1 removed (none named: every one)
+///   Pack(values...; axis)      N values of one shape stacked along a new dim at axis
+///   Unpack(value; num, axis)   the num slices along axis, that dim removed
+///   ReverseV2(x, axis)         x with the order along each dim in axis (a vector) reversed
+///   Range(start, limit, delta) start, start + delta, ... up to limit (excluded); TensorFlow's
+///                              count: ceil(|limit - start| / |delta|)
 
 #include <vector>
 
@@ -3493,6 +3582,136 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> array_op_defs() {
                        shape_from_input(c, 0);
                      })
                      .build());
+  defs.push_back(op_def_builder("ExpandDims")
+                     .input("input: T")
+                     .input("dim: Tdim")
+                     .output("output: T")
+                     .attr("T: any type")
+                     .attr("Tdim: {int32, int64} = int32")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       const auto axis = constant_scalar(c, 1, "dim");
+                       const auto& in = c.input(0);
+                       if (!in.rank_known()) return;
+                       const int rank = in.rank();
+                       if (rank >= max_rank) c.fail("the input has ", rank, " dims: one more is more than ", max_rank);
+                       if (!axis) return c.set_output(0, partial_shape::unknown_of_rank(rank + 1));
+                       if (*axis < -rank - 1 || *axis > rank)
+                         c.fail("dim ", *axis, " is out of range [", -rank - 1, ", ", rank, "] for an input of rank ", rank);
+                       auto dims = in.dims();
+                       dims.insert(dims.begin() + (*axis < 0 ? *axis + rank + 1 : *axis), 1);
+                       c.set_output(0, partial_shape(dims));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Squeeze")
+                     .input("input: T")
+                     .output("output: T")
+                     .attr("T: any type")
+                     .attr("squeeze_dims: list(int) = []")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       const auto& in = c.input(0);
+                       const auto& axes = c.attr<std::vector<std::int64_t>>("squeeze_dims");
+                       if (!in.rank_known()) return;
+                       const int rank = in.rank();
+                       std::vector<bool> named(static_cast<std::size_t>(rank));
+                       for (auto a : axes) {
+                         if (a < -rank || a >= rank) c.fail("squeeze_dims ", a, " is out of range for rank ", rank);
+                         named[static_cast<std::size_t>(a < 0 ? a + rank : a)] = true;
+                       }
+                       std::vector<std::int64_t> out;
+                       for (int d = 0; d < rank; ++d) {
+                         const std::int64_t n = in[d];
+                         if (axes.empty()) {
+                           if (n < 0) return;  // whether it goes is known only when run
+                           if (n != 1) out.push_back(n);
+                         } else if (!named[static_cast<std::size_t>(d)]) {
+                           out.push_back(n);
+                         } else if (n >= 0 && n != 1) {
+                           c.fail("cannot squeeze dim ", d, " of shape ", in, ": its size is ", n, ", not 1");
+                         }
+                       }
+                       c.set_output(0, partial_shape(out));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Pack")
+                     .input("values: N * T")
+                     .output("output: T")
+                     .attr("N: int")
+                     .attr("T: any type")
+                     .attr("axis: int = 0")
+                     .shape_fn([](shape_context& c) {
+                       const int n = c.num_inputs();
+                       if (n < 1) c.fail("needs at least one value to pack");
+                       const partial_shape in = merged_input_shapes(c, 0, n);
+                       if (!in.rank_known()) return;
+                       const int rank = in.rank();
+                       if (rank >= max_rank) c.fail("the values have ", rank, " dims: one more is more than ", max_rank);
+                       const auto axis = c.attr<std::int64_t>("axis");
+                       if (axis < -rank - 1 || axis > rank)
+                         c.fail("axis ", axis, " is out of range [", -rank - 1, ", ", rank, "] for values of rank ", rank);
+                       auto dims = in.dims();
+                       dims.insert(dims.begin() + (axis < 0 ? axis + rank + 1 : axis), n);
+                       c.set_output(0, partial_shape(dims));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Unpack")
+                     .input("value: T")
+                     .output("output: num * T")
+                     .attr("num: int")
+                     .attr("T: any type")
+                     .attr("axis: int = 0")
+                     .shape_fn([](shape_context& c) {
+                       const auto num = c.attr<std::int64_t>("num");
+                       if (num < 0) c.fail("num must be non-negative, got ", num);
+                       const auto& in = c.input(0);
+                       if (!in.rank_known()) return;
+                       const int rank = in.rank();
+                       if (rank == 0) c.fail("cannot unpack a scalar");
+                       const int a = c.canonical_axis(c.attr<std::int64_t>("axis"), rank);
+                       if (in[a] >= 0 && in[a] != num)
+                         c.fail("dimension ", a, " of shape ", in, " has size ", in[a], ", not num = ", num);
+                       auto dims = in.dims();
+                       dims.erase(dims.begin() + a);
+                       for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, partial_shape(dims));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("ReverseV2")
+                     .input("tensor: T")
+                     .input("axis: Tidx")
+                     .output("output: T")
+                     .attr("T: any type")
+                     .attr("Tidx: {int32, int64} = int32")
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 1, 1, "axis");
+                       const auto axes = constant_ints(c, 1);
+                       const auto& in = c.input(0);
+                       if (axes && in.rank_known()) {
+                         std::vector<bool> seen(static_cast<std::size_t>(in.rank()));
+                         for (auto a : *axes) {
+                           const int d = c.canonical_axis(a, in.rank());
+                           if (seen[static_cast<std::size_t>(d)]) c.fail("axis ", d, " is named twice in ", attr_value(*axes));
+                           seen[static_cast<std::size_t>(d)] = true;
+                         }
+                       }
+                       c.set_output(0, in);
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Range")
+                     .input("start: Tidx")
+                     .input("limit: Tidx")
+                     .input("delta: Tidx")
+                     .output("output: Tidx")
+                     .attr("Tidx: {int32, int64, float32, float64} = int32")
+                     .shape_fn([](shape_context& c) {
+                       for (int i = 0; i < 3; ++i) require_rank(c, i, 0, i == 0 ? "start" : i == 1 ? "limit" : "delta");
+                       const tensor* v[3] = {c.input_value(0), c.input_value(1), c.input_value(2)};
+                       if (!v[0] || !v[1] || !v[2]) return c.set_output(0, partial_shape{unknown_dim});
+                       const range_count r = range_size_of(*v[0], *v[1], *v[2]);
+                       if (!r.error.empty()) c.fail(r.error);
+                       c.set_output(0, partial_shape{r.size});
+                     })
+                     .build());
   for (const char* name : {"ZerosLike", "OnesLike"})
     defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr("T: type").shape_fn(same_shape).build());
   return defs;
@@ -3515,10 +3734,47 @@ struct values_unused_grad {
   template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
 };
 
-/// The gradient rule of Reshape (framework/gradient_rule.hpp).
+/// The gradient rule of Reshape, ExpandDims and Squeeze (framework/gradient_rule.hpp): the
+/// gradient reshaped to the input's shape; none for the shape or dim.
 struct reshape_grad {
   /// The gradients of the node's inputs, from the gradients of its outputs.
-  template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    result<V> dx(a.x.size());
+    dx[0] = reshape_like(a.d(), a.x[0]);
+    return dx;
+  }
+};
+
+/// The gradient rule of Pack (framework/gradient_rule.hpp): the gradient unpacked along
+/// the packed axis, a slice per value.
+struct pack_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const auto parts = unpack(a.d(), static_cast<std::int64_t>(a.x.size()), a.n.template attr<std::int64_t>("axis"));
+    return result<V>(parts.begin(), parts.end());
+  }
+};
+
+/// The gradient rule of Unpack (framework/gradient_rule.hpp): the outputs' gradients packed
+/// back along the axis, zeros for the outputs none flows into.
+struct unpack_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (a.y.empty()) return {zeros_like(a.x[0])};  // num = 0: the input has no elements
+    std::vector<V> parts;
+    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+    return {pack(parts, a.n.template attr<std::int64_t>("axis"))};
+  }
+};
+
+/// The gradient rule of ReverseV2 (framework/gradient_rule.hpp): the gradient reversed along
+/// the same axes.
+struct reverse_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V> static result<V> apply(const args<V>& a) { return {reverse(a.d(), a.x[1]), std::nullopt}; }
 };
 
 /// The permutation that undoes p (p a permutation of 0..n-1).
@@ -3697,12 +3953,18 @@ WEFT_DETAIL_OP_TYPE(Size, array)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Fill, array, gradients::fill_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ZerosLike, array, gradients::values_unused_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(OnesLike, array, gradients::values_unused_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ExpandDims, array, gradients::reshape_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Squeeze, array, gradients::reshape_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pack, array, gradients::pack_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Unpack, array, gradients::unpack_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReverseV2, array, gradients::reverse_grad)
+WEFT_DETAIL_OP_TYPE(Range, array)
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The array family as a C++ type: use_kernels<ops::families::array>() registers its ops and kernels.
 struct array {
   static constexpr const char* name = "array";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  ///< its op types
+  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_array_ops(); }
 };
@@ -4154,6 +4416,7 @@ struct io {
 ///   Select:  out = cond ? t : e, TensorFlow's first form: t and e of one shape; cond of
 ///            that shape, a scalar, or a vector picking whole rows (along dim 0) of t or e
 ///   Cast:    y = static_cast<DstT>(x)
+///   AddN:    sum = inputs[0] + ... + inputs[N-1], all of one shape (no broadcasting)
 
 #include <vector>
 #include <tuple>
@@ -4279,6 +4542,17 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   // integer division by zero is an error, INT_MIN // -1 wraps (as Div).
   binary("FloorDiv", real_type_attr);
   binary("FloorMod", real_type_attr);
+  // The sum of N tensors of one shape (no broadcasting, as TensorFlow's).
+  defs.push_back(op_def_builder("AddN")
+                     .input("inputs: N * T")
+                     .output("sum: T")
+                     .attr("N: int")
+                     .attr(number_type_attr)
+                     .shape_fn([](shape_context& c) {
+                       if (c.num_inputs() < 1) c.fail("needs at least one input to add");
+                       c.set_output(0, merged_input_shapes(c, 0, c.num_inputs()));
+                     })
+                     .build());
 
   auto compare = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name)
@@ -4546,6 +4820,13 @@ struct floor_mod_grad {
   static auto partials(const D& d, const X0& x, const X1& y, const Y&) { return std::tuple{d, -(d * floor_div(x, y))}; }
 };
 
+/// The gradient rule of AddN (framework/gradient_rule.hpp): every input gets the sum's
+/// gradient, as it is (the inputs have the sum's shape).
+struct add_n_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V> static result<V> apply(const args<V>& a) { return result<V>(a.x.size(), a.d()); }
+};
+
 /// The gradient rule of Reciprocal (framework/gradient_rule.hpp): z = 1 / x: -d z^2.
 struct reciprocal_grad {
   /// d times the derivative of the output in each operand (no_partial where none).
@@ -4750,6 +5031,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SquaredDifference, math, gradients::squared_di
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Atan2, math, gradients::atan2_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FloorDiv, math, gradients::floor_div_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FloorMod, math, gradients::floor_mod_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AddN, math, gradients::add_n_grad)
 WEFT_DETAIL_OP_TYPE(Greater, math)
 WEFT_DETAIL_OP_TYPE(GreaterEqual, math)
 WEFT_DETAIL_OP_TYPE(Less, math)
@@ -4766,7 +5048,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, FloorDiv, FloorMod, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, FloorDiv, FloorMod, AddN, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };
@@ -8149,6 +8431,20 @@ inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
   rest.push_back(axis);
   return parts.front().then("ConcatV2", rest, {{"N", static_cast<std::int64_t>(parts.size())}});
 }
+/// Pack(parts..., axis): the parts (at least one, of one shape) stacked along a new dim.
+inline symbol pack(const std::vector<symbol>& parts, std::int64_t axis) {
+  return parts.front().then("Pack", std::vector<symbol>(parts.begin() + 1, parts.end()),
+                            {{"N", static_cast<std::int64_t>(parts.size())}, {"axis", axis}});
+}
+/// Unpack(a, num, axis): a's `num` slices along `axis`, that dim dropped (one node, its ports).
+inline std::vector<symbol> unpack(const symbol& a, std::int64_t num, std::int64_t axis) {
+  std::vector<symbol> parts;
+  for (std::int64_t i = 0; i < num; ++i)
+    parts.push_back(a.then("Unpack", {}, {{"num", num}, {"axis", axis}}, static_cast<int>(i)));
+  return parts;
+}
+/// ReverseV2(a, axes): a with the order along each of `axes` reversed.
+inline symbol reverse(const symbol& a, const symbol& axes) { return a.then("ReverseV2", {axes}); }
 /// Slice(a, begin, size).
 inline symbol slice(const symbol& a, const symbol& begin, const symbol& size) { return a.then("Slice", {begin, size}); }
 /// Pad(a, paddings) with zeros.
@@ -22386,6 +22682,209 @@ struct ones_like_kernel final : op_kernel {
   }
 };
 
+/// x's dims with a 1 inserted at `axis` (in [-rank - 1, rank]: ExpandDims' dim, Pack's
+/// axis), or an error naming `what`.
+inline std::vector<std::int64_t> dims_with_new_axis(const shape& x, std::int64_t axis, const char* what) {
+  const int rank = x.rank();
+  if (rank >= max_rank) fail(error_code::invalid_argument, "the input has ", rank, " dims: one more is more than ", max_rank);
+  if (axis < -rank - 1 || axis > rank)
+    fail(error_code::invalid_argument, what, " ", axis, " is out of range [", -rank - 1, ", ", rank, "] for an input of rank ",
+         rank);
+  auto dims = x.dims();
+  dims.insert(dims.begin() + (axis < 0 ? axis + rank + 1 : axis), 1);
+  return dims;
+}
+
+/// The CPU kernel of ExpandDims (a view of the input, as Reshape's).
+struct expand_dims_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit expand_dims_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    ctx.set_output(0, x.reshape(shape(dims_with_new_axis(x.shape(), scalar_int(ctx.input(1), "dim"), "dim"))));
+  }
+};
+
+/// x's dims without those named in `axes` (each of size 1), or, none named, without every
+/// dim of size 1 (Squeeze); an error naming a dim that is not 1 or out of range.
+inline std::vector<std::int64_t> squeezed_dims(const shape& x, const std::vector<std::int64_t>& axes) {
+  const int rank = x.rank();
+  std::vector<bool> named(static_cast<std::size_t>(rank));
+  for (auto a : axes) named[static_cast<std::size_t>(canonical_axis(a, rank, "squeeze_dims"))] = true;
+  std::vector<std::int64_t> out;
+  for (int d = 0; d < rank; ++d) {
+    if (axes.empty() ? x[d] != 1 : !named[static_cast<std::size_t>(d)]) out.push_back(x[d]);
+    else if (x[d] != 1) fail(error_code::invalid_argument, "cannot squeeze dim ", d, " of shape ", x, ": its size is ", x[d], ", not 1");
+  }
+  return out;
+}
+
+/// The CPU kernel of Squeeze (a view of the input).
+struct squeeze_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit squeeze_kernel(const node& n) : axes_(n.attr<std::vector<std::int64_t>>("squeeze_dims")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    ctx.set_output(0, x.reshape(shape(squeezed_dims(x.shape(), axes_))));
+  }
+ private:
+  std::vector<std::int64_t> axes_;
+};
+
+/// Pack's output shape: the node's N inputs (checked to share one shape) stacked at `axis`.
+inline shape packed_shape(const kernel_context& ctx, std::int64_t axis) {
+  const int n = ctx.num_inputs();
+  const tensor& first = ctx.input(0);
+  for (int i = 1; i < n; ++i)
+    if (ctx.input(i).shape() != first.shape())
+      fail(error_code::invalid_argument, "value ", i, " has shape ", ctx.input(i).shape(), ", value 0 ", first.shape(),
+           ": the values to pack must have one shape");
+  auto dims = dims_with_new_axis(first.shape(), axis, "axis");
+  dims[static_cast<std::size_t>(axis < 0 ? axis + first.rank() + 1 : axis)] = n;
+  return shape(dims);
+}
+/// Pack's values (in host memory) into `out` (packed_shape's): each value's chunk of every
+/// outer index, in turn (ConcatV2 of the values seen with a dim of 1 at axis).
+inline void pack_into(const kernel_context& ctx, std::int64_t axis, tensor& out) {
+  const tensor& first = ctx.input(0);
+  const auto at = static_cast<int>(axis < 0 ? axis + first.rank() + 1 : axis);
+  std::int64_t outer = 1;
+  for (int d = 0; d < at; ++d) outer *= out.shape()[d];
+  const std::size_t chunk = static_cast<std::size_t>(outer ? first.num_elements() / outer : 0) * size_of(first.dtype());  // within: a value's bytes
+  char* dst = static_cast<char*>(out.raw_data());
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (int i = 0; i < ctx.num_inputs(); ++i, dst += chunk)
+      copy_element_bytes(dst, static_cast<const char*>(ctx.input(i).raw_data()) + static_cast<std::size_t>(o) * chunk, chunk,
+                         first.dtype());
+}
+
+/// The CPU kernel of Pack.
+struct pack_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit pack_kernel(const node& n) : axis_(n.attr<std::int64_t>("axis")) {}
+  void compute(kernel_context& ctx) const override { pack_into(ctx, axis_, ctx.allocate_output(0, packed_shape(ctx, axis_))); }
+ private:
+  std::int64_t axis_;
+};
+
+/// Unpack's axis of x (canonical) and the shape of each output, after checking that the
+/// axis' dim is `num`.
+inline std::pair<int, shape> unpacked_part(const tensor& x, std::int64_t axis, int num) {
+  if (x.rank() == 0) fail(error_code::invalid_argument, "cannot unpack a scalar");
+  const int a = canonical_axis(axis, x.rank());
+  if (x.shape()[a] != num)
+    fail(error_code::invalid_argument, "dimension ", a, " of shape ", x.shape(), " has size ", x.shape()[a], ", not num = ", num);
+  auto dims = x.shape().dims();
+  dims.erase(dims.begin() + a);
+  return {a, shape(dims)};
+}
+/// Slice i of x (in host memory) along axis `a` into `out` (of unpacked_part's shape).
+inline void unpack_into(const tensor& x, int a, int i, tensor& out) {
+  std::int64_t outer = 1;
+  for (int d = 0; d < a; ++d) outer *= x.shape()[d];
+  const auto num = static_cast<std::size_t>(x.shape()[a]);
+  const std::size_t chunk = static_cast<std::size_t>(outer ? out.num_elements() / outer : 0) * size_of(x.dtype());  // within: an output's bytes
+  const char* src = static_cast<const char*>(x.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (std::int64_t o = 0; o < outer; ++o)
+    copy_element_bytes(dst + static_cast<std::size_t>(o) * chunk,
+                       src + (static_cast<std::size_t>(o) * num + static_cast<std::size_t>(i)) * chunk, chunk, x.dtype());
+}
+
+/// The CPU kernel of Unpack: output i gets slice i along the axis of every outer index.
+struct unpack_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit unpack_kernel(const node& n) : axis_(n.attr<std::int64_t>("axis")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const auto [a, part] = unpacked_part(x, axis_, ctx.num_outputs());
+    for (int i = 0; i < ctx.num_outputs(); ++i) unpack_into(x, a, i, ctx.allocate_output(i, part));
+  }
+ private:
+  std::int64_t axis_;
+};
+
+/// Which dims of a tensor of rank `rank` ReverseV2's `axis` (a vector) reverses, or an error
+/// naming an axis out of range or named twice.
+inline std::vector<bool> reversed_dims(const tensor& axis, int rank) {
+  if (axis.rank() != 1) fail(error_code::invalid_argument, "axis must be a vector, got shape ", axis.shape());
+  const auto axes = int_values(axis, "axis");
+  std::vector<bool> flip(static_cast<std::size_t>(rank));
+  for (auto a : axes) {
+    const auto d = static_cast<std::size_t>(canonical_axis(a, rank));
+    if (flip[d]) fail(error_code::invalid_argument, "axis ", d, " is named twice in ", attr_value(axes));
+    flip[d] = true;
+  }
+  return flip;
+}
+
+/// The CPU kernel of ReverseV2: the trailing dims after the last reversed one move as
+/// contiguous blocks; the input itself when no reversed dim has more than one element.
+struct reverse_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit reverse_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const std::vector<bool> flip = reversed_dims(ctx.input(1), x.rank());
+    int last = -1;
+    for (int d = 0; d < x.rank(); ++d)
+      if (flip[static_cast<std::size_t>(d)] && x.shape()[d] > 1) last = d;
+    if (last < 0) return ctx.set_output(0, x);  // nothing moves
+    tensor& y = ctx.allocate_output(0, x.shape());
+    std::int64_t inner = 1, blocks = 1;
+    for (int d = last + 1; d < x.rank(); ++d) inner *= x.shape()[d];
+    for (int d = 0; d <= last; ++d) blocks *= x.shape()[d];
+    const std::size_t bytes = static_cast<std::size_t>(inner) * size_of(x.dtype());  // within: x's bytes
+    const char* in = static_cast<const char*>(x.raw_data());
+    char* out = static_cast<char*>(y.raw_data());
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(last) + 1, 0);
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      std::int64_t from = 0;
+      for (int d = 0; d <= last; ++d) {
+        const auto k = static_cast<std::size_t>(d);
+        from = from * x.shape()[d] + (flip[k] ? x.shape()[d] - 1 - idx[k] : idx[k]);
+      }
+      copy_element_bytes(out + static_cast<std::size_t>(b) * bytes, in + static_cast<std::size_t>(from) * bytes, bytes, x.dtype());
+      for (int d = last; d >= 0; --d) {
+        if (++idx[static_cast<std::size_t>(d)] < x.shape()[d]) break;
+        idx[static_cast<std::size_t>(d)] = 0;
+      }
+    }
+  }
+};
+
+/// Range's values for dtype T into `out` (of range_size_of's count): element i is start +
+/// i delta (integers modulo 2^64 before the cast back, which lands in [start, limit);
+/// floating point computed in double and rounded once, where TensorFlow's CPU kernel adds
+/// delta i times).
+template <class T>
+void range_into(const tensor& start_value, const tensor& delta_value, tensor& out) {
+  const T start = start_value.data<T>()[0], delta = delta_value.data<T>()[0];
+  T* y = out.data<T>();
+  for (std::int64_t i = 0; i < out.num_elements(); ++i) {
+    if constexpr (std::is_integral_v<T>)
+      y[i] = static_cast<T>(static_cast<std::uint64_t>(start) + static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(delta));
+    else
+      y[i] = static_cast<T>(static_cast<double>(start) + static_cast<double>(i) * static_cast<double>(delta));
+  }
+}
+/// Range's element count for the node's inputs, or an error with the reason there is none.
+inline std::int64_t range_count_of(const kernel_context& ctx) {
+  const ops::range_count r = ops::range_size_of(ctx.input(0), ctx.input(1), ctx.input(2));
+  if (!r.error.empty()) fail(error_code::invalid_argument, r.error);
+  return r.size;
+}
+
+/// The CPU kernel of Range for dtype T.
+template <class T>
+struct range_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit range_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    range_into<T>(ctx.input(0), ctx.input(2), ctx.allocate_output(0, shape{range_count_of(ctx)}));
+  }
+};
+
 /// The kernels nearly every graph needs (constants, feeds, Identity, NoOp), for programs
 /// that register only the kernels they use. Registering twice is harmless (the first stays).
 template <int = 0>
@@ -22420,6 +22919,12 @@ void register_array_kernels() {
   register_cpu_kernel<fill_kernel>("Fill");
   register_cpu_kernel<zeros_like_kernel>("ZerosLike");
   register_cpu_kernel<ones_like_kernel<>>("OnesLike");
+  register_cpu_kernel<expand_dims_kernel>("ExpandDims");
+  register_cpu_kernel<squeeze_kernel>("Squeeze");
+  register_cpu_kernel<pack_kernel>("Pack");
+  register_cpu_kernel<unpack_kernel>("Unpack");
+  register_cpu_kernel<reverse_kernel>("ReverseV2");
+  register_for<range_kernel>("Range", "Tidx", type_list<std::int32_t, std::int64_t, float, double>{});
 }
 
 }  // namespace weft::cpu
@@ -22557,6 +23062,42 @@ template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::OnesLike, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::ones_like_kernel<>>("OnesLike"); }
+};
+/// Typed code's registration of ExpandDims's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::ExpandDims, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::expand_dims_kernel>("ExpandDims"); }
+};
+/// Typed code's registration of Squeeze's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Squeeze, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::squeeze_kernel>("Squeeze"); }
+};
+/// Typed code's registration of Pack's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Pack, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::pack_kernel>("Pack"); }
+};
+/// Typed code's registration of Unpack's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Unpack, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::unpack_kernel>("Unpack"); }
+};
+/// Typed code's registration of ReverseV2's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::ReverseV2, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::reverse_kernel>("ReverseV2"); }
+};
+/// Typed code's registration of Range's CPU kernel for dtype T (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::Range, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::range_kernel<T>>("Range", {"Tidx", dtype_of<T>}); }
 };
 /// Typed code's registration of every core op's CPU kernels (the family at once). A
 /// partial specialization, so that including it instantiates nothing.
@@ -23428,6 +23969,40 @@ struct check_numerics_kernel final : op_kernel {
   std::string message_;
 };
 
+/// The CPU kernel of AddN for dtype T: blocks of the inputs summed in T's compute type
+/// (float16 and bfloat16 in float32, rounded once; signed integers wrapping), no broadcasting.
+template <class T>
+struct add_n_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit add_n_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const int n = ctx.num_inputs();
+    const tensor& first = ctx.input(0);
+    for (int i = 1; i < n; ++i)
+      if (ctx.input(i).shape() != first.shape())
+        fail(error_code::invalid_argument, "input ", i, " has shape ", ctx.input(i).shape(), ", input 0 ", first.shape(),
+             ": the inputs must have one shape (AddN does not broadcast)");
+    if (n == 1) return ctx.set_output(0, first);
+    tensor& out = ctx.allocate_output(0, first.shape());
+    using C = compute_t<T>;
+    T* y = out.data<T>();
+    ctx.parallel_for(out.num_elements(), 4096, [&](std::int64_t b, std::int64_t e) {
+      constexpr std::int64_t block = 256;
+      C acc[block];
+      for (std::int64_t s = b; s < e; s += block) {
+        const std::int64_t m = std::min(block, e - s);
+        const T* x0 = ctx.input(0).data<T>() + s;
+        for (std::int64_t k = 0; k < m; ++k) acc[k] = static_cast<C>(x0[k]);
+        for (int i = 1; i < n; ++i) {
+          const T* x = ctx.input(i).data<T>() + s;
+          for (std::int64_t k = 0; k < m; ++k) acc[k] = arith_scalar<wrap_kind::add>(acc[k], static_cast<C>(x[k]));
+        }
+        for (std::int64_t k = 0; k < m; ++k) y[s + k] = static_cast<T>(acc[k]);
+      }
+    });
+  }
+};
+
 /// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
@@ -23567,6 +24142,7 @@ void register_elementwise_kernels() {
   register_table_kernels(ops::families::math::types{});
   register_for<relu_grad_kernel>("ReluGrad", "T", real_number_types{});
   register_for<check_numerics_kernel>("CheckNumerics", "T", float_types{});
+  register_for<add_n_kernel>("AddN", "T", number_types{});
   register_for<select_kernel>("SelectV2", "T", all_types{});
   register_for<select_rows_kernel>("Select", "T", all_types{});
   register_cpu_kernel<string_compare_kernel<true>>("Equal", {"T", dtype::string});
@@ -23595,6 +24171,12 @@ template <class T>
 struct kernel_for<ops::CheckNumerics, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::check_numerics_kernel<T>>("CheckNumerics", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of AddN's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::AddN, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::add_n_kernel<T>>("AddN", {"T", dtype_of<T>}); }
 };
 /// Typed code's registration of SelectV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>

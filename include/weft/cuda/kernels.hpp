@@ -43,6 +43,7 @@
 #include <weft/cuda/launch.hpp>
 #include <weft/graph/batch_norm_geometry.hpp>
 #include <weft/graph/window_geometry.hpp>
+#include <weft/kernels/cpu/array.hpp>
 #include <weft/kernels/cpu/state.hpp>
 #include <weft/ops/array_ops.hpp>
 #include <weft/ops/core_ops.hpp>
@@ -1584,8 +1585,10 @@ struct gpu_transpose final : op_kernel {
 
 /// Copies the box of `extent` starting at `src_begin` in src to `dst_begin` in dst (same
 /// dtype, same rank), on the compute stream.
+/// With `reversed`, the source's order along each dim it marks is reversed (ReverseV2).
 inline void copy_region(const gpu_device& g, const tensor& src, const std::vector<std::int64_t>& src_begin, tensor& dst,
-                        const std::vector<std::int64_t>& dst_begin, const std::vector<std::int64_t>& extent) {
+                        const std::vector<std::int64_t>& dst_begin, const std::vector<std::int64_t>& extent,
+                        const std::vector<bool>* reversed = nullptr) {
   const int rank = static_cast<int>(extent.size());
   for (auto e : extent)
     if (e == 0) return;
@@ -1600,9 +1603,11 @@ inline void copy_region(const gpu_device& g, const tensor& src, const std::vecto
     p.src_offset += src_begin[k] * ss[k];
     p.dst_offset += dst_begin[k] * ds[k];
     if (extent[k] == 1) continue;  // moves nothing along it
+    const bool back = reversed && (*reversed)[k];
+    if (back) p.src_offset += (extent[k] - 1) * ss[k];  // from the last element, stepping back
     if (p.rank == launch::box_plan::max_rank)
       fail(error_code::unimplemented, "copying a region of more than ", launch::box_plan::max_rank, " dims above 1 on the GPU");
-    p.dims[p.rank] = extent[k], p.src_stride[p.rank] = ss[k], p.dst_stride[p.rank] = ds[k];
+    p.dims[p.rank] = extent[k], p.src_stride[p.rank] = back ? -ss[k] : ss[k], p.dst_stride[p.rank] = ds[k];
     ++p.rank;
   }
   launch::copy_box_op(static_cast<int>(size_of(src.dtype())), src.raw_data(), dst.raw_data(), p, g.stream());
@@ -1751,6 +1756,130 @@ struct gpu_tile final : op_kernel {
                     gpu_of(ctx.device()).stream());
     launched("Tile");
   }
+};
+
+/// The GPU kernel of Pack: small integer values in host memory are packed on the host (a
+/// shape built from dims stays where the kernels that read it are); others are copied into
+/// their slot along the new axis on the device.
+struct gpu_pack final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit gpu_pack(const node& n) : axis_(n.attr<std::int64_t>("axis")) {}
+  void compute(kernel_context& ctx) const override {
+    const shape out_shape = cpu::packed_shape(ctx, axis_);
+    if (on_host_inputs(ctx, ctx.input(0).dtype())) {
+      tensor out(ctx.input(0).dtype(), out_shape);
+      cpu::pack_into(ctx, axis_, out);
+      return ctx.set_output(0, std::move(out));
+    }
+    tensor& out = ctx.allocate_output(0, out_shape);
+    const int rank = out_shape.rank();
+    const auto at = static_cast<std::size_t>(axis_ < 0 ? axis_ + rank : axis_);
+    std::vector<std::int64_t> extent = out_shape.dims(), begin(static_cast<std::size_t>(rank), 0), zero = begin;
+    extent[at] = 1;
+    const auto& g = gpu_of(ctx.device());
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const tensor x = device_input(ctx, i);
+      require_plain(x, ctx.node());
+      begin[at] = i;
+      copy_region(g, x.reshape(shape(extent)), zero, out, begin, extent);
+    }
+  }
+ private:
+  std::int64_t axis_;
+};
+
+/// The GPU kernel of Unpack: small integer values in host memory are unpacked on the host;
+/// others a slice per output on the device.
+struct gpu_unpack final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit gpu_unpack(const node& n) : axis_(n.attr<std::int64_t>("axis")) {}
+  void compute(kernel_context& ctx) const override {
+    const int num = ctx.num_outputs();
+    if (on_host_inputs(ctx, ctx.input(0).dtype())) {
+      const tensor& x = ctx.input(0);
+      const auto [a, part] = cpu::unpacked_part(x, axis_, num);
+      for (int i = 0; i < num; ++i) {
+        tensor out(x.dtype(), part);
+        cpu::unpack_into(x, a, i, out);
+        ctx.set_output(i, std::move(out));
+      }
+      return;
+    }
+    const tensor x = device_input(ctx, 0);
+    require_plain(x, ctx.node());
+    const auto [a, part] = cpu::unpacked_part(x, axis_, num);
+    std::vector<std::int64_t> extent = x.shape().dims(), begin(extent.size(), 0), zero = begin;
+    extent[static_cast<std::size_t>(a)] = 1;
+    const auto& g = gpu_of(ctx.device());
+    for (int i = 0; i < num; ++i) {
+      tensor view = ctx.allocate_output(i, part).reshape(shape(extent));  // the output's buffer
+      begin[static_cast<std::size_t>(a)] = i;
+      copy_region(g, x, begin, view, zero, extent);
+    }
+  }
+ private:
+  std::int64_t axis_;
+};
+
+/// The GPU kernel of ReverseV2: one box copy whose source steps back along the reversed dims.
+struct gpu_reverse final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit gpu_reverse(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    require_plain(x, ctx.node());
+    tensor axes = ctx.input(1);
+    if (axes.memory_space() != memory_space::host) axes = ctx.device().copy_to_host(axes);
+    const std::vector<bool> flip = cpu::reversed_dims(axes, x.rank());
+    tensor& out = ctx.allocate_output(0, x.shape());
+    const std::vector<std::int64_t> zero(static_cast<std::size_t>(x.rank()), 0);
+    copy_region(gpu_of(ctx.device()), x, zero, out, zero, x.shape().dims(), &flip);
+  }
+};
+
+/// The GPU kernel of Range for dtype T: its few values computed on the host (TensorFlow's
+/// int32 Range lives in host memory too); a kernel on the device that reads them copies them.
+template <class T>
+struct gpu_range final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit gpu_range(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    std::vector<entry> inputs(ctx.input_entries().begin(), ctx.input_entries().end());
+    for (auto& in : inputs)
+      if (in.value.memory_space() != memory_space::host) in.value = ctx.device().copy_to_host(in.value);
+    const kernel_context host = ctx.delegate(inputs, ctx.device());
+    tensor out(dtype_of<T>, shape{cpu::range_count_of(host)});
+    cpu::range_into<T>(host.input(0), host.input(2), out);
+    ctx.set_output(0, std::move(out));
+  }
+};
+
+/// The GPU kernel of AddN: the inputs (of one shape) added in turn into the output.
+struct gpu_add_n final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
+  explicit gpu_add_n(const node& n) : t_(arithmetic_elem_of(n.input_dtype(0), n, true)) {}
+  void compute(kernel_context& ctx) const override {
+    const int n = ctx.num_inputs();
+    for (int i = 1; i < n; ++i)
+      if (ctx.input(i).shape() != ctx.input(0).shape())
+        fail(error_code::invalid_argument, "input ", i, " has shape ", ctx.input(i).shape(), ", input 0 ", ctx.input(0).shape(),
+             ": the inputs must have one shape (AddN does not broadcast)");
+    if (n == 1) return ctx.set_output(0, device_input(ctx, 0));
+    const shape& s = ctx.input(0).shape();
+    const auto plan = plan_for({&s, &s}, s);
+    tensor& out = ctx.allocate_output(0, s);
+    const cudaStream_t stream = gpu_of(ctx.device()).stream();
+    const tensor first = device_input(ctx, 0);
+    const void* sum = first.raw_data();
+    for (int i = 1; i < n; ++i) {
+      const tensor x = device_input(ctx, i);  // freed after the launch: reused only by work enqueued after it
+      launch::binary_op(launch::binary::add, t_, sum, x.raw_data(), out.raw_data(), out.num_elements(), plan, stream);
+      launched("AddN");
+      sum = out.raw_data();
+    }
+  }
+ private:
+  launch::elem t_;
 };
 
 /// The GPU kernel of ZerosLike, OnesLike.
@@ -2792,6 +2921,16 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<gpu_slice>("Slice");
     register_gpu_kernel<gpu_pad>("Pad");
     register_gpu_kernel<gpu_tile>("Tile");
+    register_gpu_kernel<gpu_pack>("Pack");
+    register_gpu_kernel<gpu_unpack>("Unpack");
+    register_gpu_kernel<gpu_reverse>("ReverseV2");
+    register_gpu_kernel<with_host_inputs<cpu::expand_dims_kernel, 1>>("ExpandDims");
+    register_gpu_kernel<cpu::squeeze_kernel>("Squeeze");
+    register_gpu_kernel_for<gpu_range<std::int32_t>>("Range", "Tidx", {dtype::int32});
+    register_gpu_kernel_for<gpu_range<std::int64_t>>("Range", "Tidx", {dtype::int64});
+    register_gpu_kernel_for<gpu_range<float>>("Range", "Tidx", {dtype::float32});
+    register_gpu_kernel_for<gpu_range<double>>("Range", "Tidx", {dtype::float64});
+    register_gpu_kernel_for<gpu_add_n>("AddN", "T", and_complex(numbers));
     register_gpu_kernel_for<gpu_fill_like<false>>("ZerosLike", "T", all_but_string);
     register_gpu_kernel_for<gpu_fill_like<true>>("OnesLike", "T", all_but_string);
     register_gpu_kernel_for<gpu_unsorted_segment_sum>("UnsortedSegmentSum", "T", and_complex(addable));

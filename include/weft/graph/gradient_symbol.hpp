@@ -258,6 +258,20 @@ inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
   rest.push_back(axis);
   return parts.front().then("ConcatV2", rest, {{"N", static_cast<std::int64_t>(parts.size())}});
 }
+/// Pack(parts..., axis): the parts (at least one, of one shape) stacked along a new dim.
+inline symbol pack(const std::vector<symbol>& parts, std::int64_t axis) {
+  return parts.front().then("Pack", std::vector<symbol>(parts.begin() + 1, parts.end()),
+                            {{"N", static_cast<std::int64_t>(parts.size())}, {"axis", axis}});
+}
+/// Unpack(a, num, axis): a's `num` slices along `axis`, that dim dropped (one node, its ports).
+inline std::vector<symbol> unpack(const symbol& a, std::int64_t num, std::int64_t axis) {
+  std::vector<symbol> parts;
+  for (std::int64_t i = 0; i < num; ++i)
+    parts.push_back(a.then("Unpack", {}, {{"num", num}, {"axis", axis}}, static_cast<int>(i)));
+  return parts;
+}
+/// ReverseV2(a, axes): a with the order along each of `axes` reversed.
+inline symbol reverse(const symbol& a, const symbol& axes) { return a.then("ReverseV2", {axes}); }
 /// Slice(a, begin, size).
 inline symbol slice(const symbol& a, const symbol& begin, const symbol& size) { return a.then("Slice", {begin, size}); }
 /// Pad(a, paddings) with zeros.

@@ -16,6 +16,13 @@
 ///                              updates (of GatherNd's result shape); a slice indexed twice
 ///                              gets one of its updates. ScatterNd and TensorScatterAdd,
 ///                              which add, are reduction ops.
+///   ExpandDims(x, dim)         a dim of 1 inserted at dim, in [-rank - 1, rank]
+///   Squeeze(x; squeeze_dims)   the named dims of size 1 removed (none named: every one)
+///   Pack(values...; axis)      N values of one shape stacked along a new dim at axis
+///   Unpack(value; num, axis)   the num slices along axis, that dim removed
+///   ReverseV2(x, axis)         x with the order along each dim in axis (a vector) reversed
+///   Range(start, limit, delta) start, start + delta, ... up to limit (excluded); TensorFlow's
+///                              count: ceil(|limit - start| / |delta|)
 #pragma once
 
 #include <vector>
@@ -432,6 +439,136 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> array_op_defs() {
                        shape_from_input(c, 0);
                      })
                      .build());
+  defs.push_back(op_def_builder("ExpandDims")
+                     .input("input: T")
+                     .input("dim: Tdim")
+                     .output("output: T")
+                     .attr("T: any type")
+                     .attr("Tdim: {int32, int64} = int32")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       const auto axis = constant_scalar(c, 1, "dim");
+                       const auto& in = c.input(0);
+                       if (!in.rank_known()) return;
+                       const int rank = in.rank();
+                       if (rank >= max_rank) c.fail("the input has ", rank, " dims: one more is more than ", max_rank);
+                       if (!axis) return c.set_output(0, partial_shape::unknown_of_rank(rank + 1));
+                       if (*axis < -rank - 1 || *axis > rank)
+                         c.fail("dim ", *axis, " is out of range [", -rank - 1, ", ", rank, "] for an input of rank ", rank);
+                       auto dims = in.dims();
+                       dims.insert(dims.begin() + (*axis < 0 ? *axis + rank + 1 : *axis), 1);
+                       c.set_output(0, partial_shape(dims));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Squeeze")
+                     .input("input: T")
+                     .output("output: T")
+                     .attr("T: any type")
+                     .attr("squeeze_dims: list(int) = []")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       const auto& in = c.input(0);
+                       const auto& axes = c.attr<std::vector<std::int64_t>>("squeeze_dims");
+                       if (!in.rank_known()) return;
+                       const int rank = in.rank();
+                       std::vector<bool> named(static_cast<std::size_t>(rank));
+                       for (auto a : axes) {
+                         if (a < -rank || a >= rank) c.fail("squeeze_dims ", a, " is out of range for rank ", rank);
+                         named[static_cast<std::size_t>(a < 0 ? a + rank : a)] = true;
+                       }
+                       std::vector<std::int64_t> out;
+                       for (int d = 0; d < rank; ++d) {
+                         const std::int64_t n = in[d];
+                         if (axes.empty()) {
+                           if (n < 0) return;  // whether it goes is known only when run
+                           if (n != 1) out.push_back(n);
+                         } else if (!named[static_cast<std::size_t>(d)]) {
+                           out.push_back(n);
+                         } else if (n >= 0 && n != 1) {
+                           c.fail("cannot squeeze dim ", d, " of shape ", in, ": its size is ", n, ", not 1");
+                         }
+                       }
+                       c.set_output(0, partial_shape(out));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Pack")
+                     .input("values: N * T")
+                     .output("output: T")
+                     .attr("N: int")
+                     .attr("T: any type")
+                     .attr("axis: int = 0")
+                     .shape_fn([](shape_context& c) {
+                       const int n = c.num_inputs();
+                       if (n < 1) c.fail("needs at least one value to pack");
+                       const partial_shape in = merged_input_shapes(c, 0, n);
+                       if (!in.rank_known()) return;
+                       const int rank = in.rank();
+                       if (rank >= max_rank) c.fail("the values have ", rank, " dims: one more is more than ", max_rank);
+                       const auto axis = c.attr<std::int64_t>("axis");
+                       if (axis < -rank - 1 || axis > rank)
+                         c.fail("axis ", axis, " is out of range [", -rank - 1, ", ", rank, "] for values of rank ", rank);
+                       auto dims = in.dims();
+                       dims.insert(dims.begin() + (axis < 0 ? axis + rank + 1 : axis), n);
+                       c.set_output(0, partial_shape(dims));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Unpack")
+                     .input("value: T")
+                     .output("output: num * T")
+                     .attr("num: int")
+                     .attr("T: any type")
+                     .attr("axis: int = 0")
+                     .shape_fn([](shape_context& c) {
+                       const auto num = c.attr<std::int64_t>("num");
+                       if (num < 0) c.fail("num must be non-negative, got ", num);
+                       const auto& in = c.input(0);
+                       if (!in.rank_known()) return;
+                       const int rank = in.rank();
+                       if (rank == 0) c.fail("cannot unpack a scalar");
+                       const int a = c.canonical_axis(c.attr<std::int64_t>("axis"), rank);
+                       if (in[a] >= 0 && in[a] != num)
+                         c.fail("dimension ", a, " of shape ", in, " has size ", in[a], ", not num = ", num);
+                       auto dims = in.dims();
+                       dims.erase(dims.begin() + a);
+                       for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, partial_shape(dims));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("ReverseV2")
+                     .input("tensor: T")
+                     .input("axis: Tidx")
+                     .output("output: T")
+                     .attr("T: any type")
+                     .attr("Tidx: {int32, int64} = int32")
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 1, 1, "axis");
+                       const auto axes = constant_ints(c, 1);
+                       const auto& in = c.input(0);
+                       if (axes && in.rank_known()) {
+                         std::vector<bool> seen(static_cast<std::size_t>(in.rank()));
+                         for (auto a : *axes) {
+                           const int d = c.canonical_axis(a, in.rank());
+                           if (seen[static_cast<std::size_t>(d)]) c.fail("axis ", d, " is named twice in ", attr_value(*axes));
+                           seen[static_cast<std::size_t>(d)] = true;
+                         }
+                       }
+                       c.set_output(0, in);
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Range")
+                     .input("start: Tidx")
+                     .input("limit: Tidx")
+                     .input("delta: Tidx")
+                     .output("output: Tidx")
+                     .attr("Tidx: {int32, int64, float32, float64} = int32")
+                     .shape_fn([](shape_context& c) {
+                       for (int i = 0; i < 3; ++i) require_rank(c, i, 0, i == 0 ? "start" : i == 1 ? "limit" : "delta");
+                       const tensor* v[3] = {c.input_value(0), c.input_value(1), c.input_value(2)};
+                       if (!v[0] || !v[1] || !v[2]) return c.set_output(0, partial_shape{unknown_dim});
+                       const range_count r = range_size_of(*v[0], *v[1], *v[2]);
+                       if (!r.error.empty()) c.fail(r.error);
+                       c.set_output(0, partial_shape{r.size});
+                     })
+                     .build());
   for (const char* name : {"ZerosLike", "OnesLike"})
     defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr("T: type").shape_fn(same_shape).build());
   return defs;
@@ -454,10 +591,47 @@ struct values_unused_grad {
   template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
 };
 
-/// The gradient rule of Reshape (framework/gradient_rule.hpp).
+/// The gradient rule of Reshape, ExpandDims and Squeeze (framework/gradient_rule.hpp): the
+/// gradient reshaped to the input's shape; none for the shape or dim.
 struct reshape_grad {
   /// The gradients of the node's inputs, from the gradients of its outputs.
-  template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    result<V> dx(a.x.size());
+    dx[0] = reshape_like(a.d(), a.x[0]);
+    return dx;
+  }
+};
+
+/// The gradient rule of Pack (framework/gradient_rule.hpp): the gradient unpacked along
+/// the packed axis, a slice per value.
+struct pack_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const auto parts = unpack(a.d(), static_cast<std::int64_t>(a.x.size()), a.n.template attr<std::int64_t>("axis"));
+    return result<V>(parts.begin(), parts.end());
+  }
+};
+
+/// The gradient rule of Unpack (framework/gradient_rule.hpp): the outputs' gradients packed
+/// back along the axis, zeros for the outputs none flows into.
+struct unpack_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (a.y.empty()) return {zeros_like(a.x[0])};  // num = 0: the input has no elements
+    std::vector<V> parts;
+    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+    return {pack(parts, a.n.template attr<std::int64_t>("axis"))};
+  }
+};
+
+/// The gradient rule of ReverseV2 (framework/gradient_rule.hpp): the gradient reversed along
+/// the same axes.
+struct reverse_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V> static result<V> apply(const args<V>& a) { return {reverse(a.d(), a.x[1]), std::nullopt}; }
 };
 
 /// The permutation that undoes p (p a permutation of 0..n-1).
@@ -636,12 +810,18 @@ WEFT_DETAIL_OP_TYPE(Size, array)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Fill, array, gradients::fill_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ZerosLike, array, gradients::values_unused_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(OnesLike, array, gradients::values_unused_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ExpandDims, array, gradients::reshape_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Squeeze, array, gradients::reshape_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pack, array, gradients::pack_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Unpack, array, gradients::unpack_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReverseV2, array, gradients::reverse_grad)
+WEFT_DETAIL_OP_TYPE(Range, array)
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The array family as a C++ type: use_kernels<ops::families::array>() registers its ops and kernels.
 struct array {
   static constexpr const char* name = "array";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  ///< its op types
+  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_array_ops(); }
 };

@@ -2,7 +2,11 @@
 /// Shape-rule helpers shared by the op definition headers.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,6 +103,84 @@ inline void broadcast_inputs(shape_context& c) {
     out = *b;
   }
   c.set_output(0, out);
+}
+
+/// The shape inputs [first, first + count) all have (the ops that take values of one
+/// shape: Pack, AddN): their known dims merged, or an error naming the two that differ.
+inline partial_shape merged_input_shapes(shape_context& c, int first, int count) {
+  partial_shape out;
+  int from = first;
+  for (int i = first; i < first + count; ++i) {
+    const partial_shape& s = c.input(i);
+    if (!s.rank_known()) continue;
+    if (!out.rank_known()) {
+      out = s;
+      from = i;
+      continue;
+    }
+    if (!shapes_compatible(out, s))
+      c.fail("input ", i - first, " has shape ", s, ", which does not match input ", from - first, "'s shape ", out);
+    std::vector<std::int64_t> dims = out.dims();
+    for (int d = 0; d < s.rank(); ++d)
+      if (dims[static_cast<std::size_t>(d)] < 0) dims[static_cast<std::size_t>(d)] = s[d];
+    out = partial_shape(dims);
+  }
+  return out;
+}
+
+/// Range's element count for start, limit and delta (TensorFlow's rule: integers
+/// ceil(|limit - start| / |delta|), computed without overflow; floats ceil(|(limit - start) /
+/// delta|)), or why there is none: a zero delta, a delta pointing away from limit, a count
+/// that is not finite or does not fit an int64.
+struct range_count {
+  std::int64_t size = 0;  ///< the element count
+  std::string error;      ///< empty when the count is valid
+};
+/// range_count of integer start, limit and delta.
+inline range_count range_size(std::int64_t start, std::int64_t limit, std::int64_t delta) {
+  const auto text = [](auto... parts) {
+    std::ostringstream out;
+    (out << ... << parts);
+    return range_count{0, out.str()};
+  };
+  if (delta == 0) return text("delta must not be 0");
+  if (delta > 0 && start > limit) return text("start ", start, " is above limit ", limit, " while delta ", delta, " > 0");
+  if (delta < 0 && start < limit) return text("start ", start, " is below limit ", limit, " while delta ", delta, " < 0");
+  // |limit - start| and |delta| as unsigned: both fit a uint64, whatever the int64s.
+  const std::uint64_t span = delta > 0 ? static_cast<std::uint64_t>(limit) - static_cast<std::uint64_t>(start)
+                                       : static_cast<std::uint64_t>(start) - static_cast<std::uint64_t>(limit);
+  const std::uint64_t step = delta > 0 ? static_cast<std::uint64_t>(delta) : std::uint64_t{0} - static_cast<std::uint64_t>(delta);
+  const std::uint64_t n = span / step + (span % step != 0 ? 1 : 0);
+  if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    return text("the range from ", start, " to ", limit, " by ", delta, " has more than 2^63 - 1 elements");
+  return {static_cast<std::int64_t>(n), {}};
+}
+/// range_count of floating-point start, limit and delta.
+inline range_count range_size(double start, double limit, double delta) {
+  const auto text = [](auto... parts) {
+    std::ostringstream out;
+    out.precision(17);
+    (out << ... << parts);
+    return range_count{0, out.str()};
+  };
+  if (delta == 0) return text("delta must not be 0");
+  if (delta > 0 && start > limit) return text("start ", start, " is above limit ", limit, " while delta ", delta, " > 0");
+  if (delta < 0 && start < limit) return text("start ", start, " is below limit ", limit, " while delta ", delta, " < 0");
+  const double n = std::ceil(std::abs((limit - start) / delta));
+  if (!(n >= 0 && n < 9.2233720368547758e18))  // NaN and infinities too
+    return text("the range from ", start, " to ", limit, " by ", delta, " has no finite element count that fits an int64");
+  return {static_cast<std::int64_t>(n), {}};
+}
+/// range_count of Range's three scalar inputs (of one dtype: int32, int64, float32 or float64).
+inline range_count range_size_of(const tensor& start, const tensor& limit, const tensor& delta) {
+  if (start.num_elements() != 1 || limit.num_elements() != 1 || delta.num_elements() != 1)
+    return {0, "start, limit and delta must be scalars"};
+  if (auto a = int_values_of(&start), b = int_values_of(&limit), d = int_values_of(&delta); a && b && d)
+    return range_size((*a)[0], (*b)[0], (*d)[0]);
+  const auto real = [](const tensor& t) {
+    return t.dtype() == dtype::float32 ? static_cast<double>(t.flat<float>()[0]) : t.flat<double>()[0];
+  };
+  return range_size(real(start), real(limit), real(delta));
 }
 
 /// Shape function: every output is a scalar.

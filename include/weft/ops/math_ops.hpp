@@ -6,6 +6,7 @@
 ///   Select:  out = cond ? t : e, TensorFlow's first form: t and e of one shape; cond of
 ///            that shape, a scalar, or a vector picking whole rows (along dim 0) of t or e
 ///   Cast:    y = static_cast<DstT>(x)
+///   AddN:    sum = inputs[0] + ... + inputs[N-1], all of one shape (no broadcasting)
 #pragma once
 
 #include <vector>
@@ -125,6 +126,17 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   // integer division by zero is an error, INT_MIN // -1 wraps (as Div).
   binary("FloorDiv", real_type_attr);
   binary("FloorMod", real_type_attr);
+  // The sum of N tensors of one shape (no broadcasting, as TensorFlow's).
+  defs.push_back(op_def_builder("AddN")
+                     .input("inputs: N * T")
+                     .output("sum: T")
+                     .attr("N: int")
+                     .attr(number_type_attr)
+                     .shape_fn([](shape_context& c) {
+                       if (c.num_inputs() < 1) c.fail("needs at least one input to add");
+                       c.set_output(0, merged_input_shapes(c, 0, c.num_inputs()));
+                     })
+                     .build());
 
   auto compare = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name)
@@ -392,6 +404,13 @@ struct floor_mod_grad {
   static auto partials(const D& d, const X0& x, const X1& y, const Y&) { return std::tuple{d, -(d * floor_div(x, y))}; }
 };
 
+/// The gradient rule of AddN (framework/gradient_rule.hpp): every input gets the sum's
+/// gradient, as it is (the inputs have the sum's shape).
+struct add_n_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V> static result<V> apply(const args<V>& a) { return result<V>(a.x.size(), a.d()); }
+};
+
 /// The gradient rule of Reciprocal (framework/gradient_rule.hpp): z = 1 / x: -d z^2.
 struct reciprocal_grad {
   /// d times the derivative of the output in each operand (no_partial where none).
@@ -596,6 +615,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SquaredDifference, math, gradients::squared_di
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Atan2, math, gradients::atan2_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FloorDiv, math, gradients::floor_div_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FloorMod, math, gradients::floor_mod_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AddN, math, gradients::add_n_grad)
 WEFT_DETAIL_OP_TYPE(Greater, math)
 WEFT_DETAIL_OP_TYPE(GreaterEqual, math)
 WEFT_DETAIL_OP_TYPE(Less, math)
@@ -612,7 +632,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, FloorDiv, FloorMod, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, FloorDiv, FloorMod, AddN, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };

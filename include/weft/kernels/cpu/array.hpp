@@ -493,6 +493,209 @@ struct ones_like_kernel final : op_kernel {
   }
 };
 
+/// x's dims with a 1 inserted at `axis` (in [-rank - 1, rank]: ExpandDims' dim, Pack's
+/// axis), or an error naming `what`.
+inline std::vector<std::int64_t> dims_with_new_axis(const shape& x, std::int64_t axis, const char* what) {
+  const int rank = x.rank();
+  if (rank >= max_rank) fail(error_code::invalid_argument, "the input has ", rank, " dims: one more is more than ", max_rank);
+  if (axis < -rank - 1 || axis > rank)
+    fail(error_code::invalid_argument, what, " ", axis, " is out of range [", -rank - 1, ", ", rank, "] for an input of rank ",
+         rank);
+  auto dims = x.dims();
+  dims.insert(dims.begin() + (axis < 0 ? axis + rank + 1 : axis), 1);
+  return dims;
+}
+
+/// The CPU kernel of ExpandDims (a view of the input, as Reshape's).
+struct expand_dims_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit expand_dims_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    ctx.set_output(0, x.reshape(shape(dims_with_new_axis(x.shape(), scalar_int(ctx.input(1), "dim"), "dim"))));
+  }
+};
+
+/// x's dims without those named in `axes` (each of size 1), or, none named, without every
+/// dim of size 1 (Squeeze); an error naming a dim that is not 1 or out of range.
+inline std::vector<std::int64_t> squeezed_dims(const shape& x, const std::vector<std::int64_t>& axes) {
+  const int rank = x.rank();
+  std::vector<bool> named(static_cast<std::size_t>(rank));
+  for (auto a : axes) named[static_cast<std::size_t>(canonical_axis(a, rank, "squeeze_dims"))] = true;
+  std::vector<std::int64_t> out;
+  for (int d = 0; d < rank; ++d) {
+    if (axes.empty() ? x[d] != 1 : !named[static_cast<std::size_t>(d)]) out.push_back(x[d]);
+    else if (x[d] != 1) fail(error_code::invalid_argument, "cannot squeeze dim ", d, " of shape ", x, ": its size is ", x[d], ", not 1");
+  }
+  return out;
+}
+
+/// The CPU kernel of Squeeze (a view of the input).
+struct squeeze_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit squeeze_kernel(const node& n) : axes_(n.attr<std::vector<std::int64_t>>("squeeze_dims")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    ctx.set_output(0, x.reshape(shape(squeezed_dims(x.shape(), axes_))));
+  }
+ private:
+  std::vector<std::int64_t> axes_;
+};
+
+/// Pack's output shape: the node's N inputs (checked to share one shape) stacked at `axis`.
+inline shape packed_shape(const kernel_context& ctx, std::int64_t axis) {
+  const int n = ctx.num_inputs();
+  const tensor& first = ctx.input(0);
+  for (int i = 1; i < n; ++i)
+    if (ctx.input(i).shape() != first.shape())
+      fail(error_code::invalid_argument, "value ", i, " has shape ", ctx.input(i).shape(), ", value 0 ", first.shape(),
+           ": the values to pack must have one shape");
+  auto dims = dims_with_new_axis(first.shape(), axis, "axis");
+  dims[static_cast<std::size_t>(axis < 0 ? axis + first.rank() + 1 : axis)] = n;
+  return shape(dims);
+}
+/// Pack's values (in host memory) into `out` (packed_shape's): each value's chunk of every
+/// outer index, in turn (ConcatV2 of the values seen with a dim of 1 at axis).
+inline void pack_into(const kernel_context& ctx, std::int64_t axis, tensor& out) {
+  const tensor& first = ctx.input(0);
+  const auto at = static_cast<int>(axis < 0 ? axis + first.rank() + 1 : axis);
+  std::int64_t outer = 1;
+  for (int d = 0; d < at; ++d) outer *= out.shape()[d];
+  const std::size_t chunk = static_cast<std::size_t>(outer ? first.num_elements() / outer : 0) * size_of(first.dtype());  // within: a value's bytes
+  char* dst = static_cast<char*>(out.raw_data());
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (int i = 0; i < ctx.num_inputs(); ++i, dst += chunk)
+      copy_element_bytes(dst, static_cast<const char*>(ctx.input(i).raw_data()) + static_cast<std::size_t>(o) * chunk, chunk,
+                         first.dtype());
+}
+
+/// The CPU kernel of Pack.
+struct pack_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit pack_kernel(const node& n) : axis_(n.attr<std::int64_t>("axis")) {}
+  void compute(kernel_context& ctx) const override { pack_into(ctx, axis_, ctx.allocate_output(0, packed_shape(ctx, axis_))); }
+ private:
+  std::int64_t axis_;
+};
+
+/// Unpack's axis of x (canonical) and the shape of each output, after checking that the
+/// axis' dim is `num`.
+inline std::pair<int, shape> unpacked_part(const tensor& x, std::int64_t axis, int num) {
+  if (x.rank() == 0) fail(error_code::invalid_argument, "cannot unpack a scalar");
+  const int a = canonical_axis(axis, x.rank());
+  if (x.shape()[a] != num)
+    fail(error_code::invalid_argument, "dimension ", a, " of shape ", x.shape(), " has size ", x.shape()[a], ", not num = ", num);
+  auto dims = x.shape().dims();
+  dims.erase(dims.begin() + a);
+  return {a, shape(dims)};
+}
+/// Slice i of x (in host memory) along axis `a` into `out` (of unpacked_part's shape).
+inline void unpack_into(const tensor& x, int a, int i, tensor& out) {
+  std::int64_t outer = 1;
+  for (int d = 0; d < a; ++d) outer *= x.shape()[d];
+  const auto num = static_cast<std::size_t>(x.shape()[a]);
+  const std::size_t chunk = static_cast<std::size_t>(outer ? out.num_elements() / outer : 0) * size_of(x.dtype());  // within: an output's bytes
+  const char* src = static_cast<const char*>(x.raw_data());
+  char* dst = static_cast<char*>(out.raw_data());
+  for (std::int64_t o = 0; o < outer; ++o)
+    copy_element_bytes(dst + static_cast<std::size_t>(o) * chunk,
+                       src + (static_cast<std::size_t>(o) * num + static_cast<std::size_t>(i)) * chunk, chunk, x.dtype());
+}
+
+/// The CPU kernel of Unpack: output i gets slice i along the axis of every outer index.
+struct unpack_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit unpack_kernel(const node& n) : axis_(n.attr<std::int64_t>("axis")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const auto [a, part] = unpacked_part(x, axis_, ctx.num_outputs());
+    for (int i = 0; i < ctx.num_outputs(); ++i) unpack_into(x, a, i, ctx.allocate_output(i, part));
+  }
+ private:
+  std::int64_t axis_;
+};
+
+/// Which dims of a tensor of rank `rank` ReverseV2's `axis` (a vector) reverses, or an error
+/// naming an axis out of range or named twice.
+inline std::vector<bool> reversed_dims(const tensor& axis, int rank) {
+  if (axis.rank() != 1) fail(error_code::invalid_argument, "axis must be a vector, got shape ", axis.shape());
+  const auto axes = int_values(axis, "axis");
+  std::vector<bool> flip(static_cast<std::size_t>(rank));
+  for (auto a : axes) {
+    const auto d = static_cast<std::size_t>(canonical_axis(a, rank));
+    if (flip[d]) fail(error_code::invalid_argument, "axis ", d, " is named twice in ", attr_value(axes));
+    flip[d] = true;
+  }
+  return flip;
+}
+
+/// The CPU kernel of ReverseV2: the trailing dims after the last reversed one move as
+/// contiguous blocks; the input itself when no reversed dim has more than one element.
+struct reverse_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit reverse_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const std::vector<bool> flip = reversed_dims(ctx.input(1), x.rank());
+    int last = -1;
+    for (int d = 0; d < x.rank(); ++d)
+      if (flip[static_cast<std::size_t>(d)] && x.shape()[d] > 1) last = d;
+    if (last < 0) return ctx.set_output(0, x);  // nothing moves
+    tensor& y = ctx.allocate_output(0, x.shape());
+    std::int64_t inner = 1, blocks = 1;
+    for (int d = last + 1; d < x.rank(); ++d) inner *= x.shape()[d];
+    for (int d = 0; d <= last; ++d) blocks *= x.shape()[d];
+    const std::size_t bytes = static_cast<std::size_t>(inner) * size_of(x.dtype());  // within: x's bytes
+    const char* in = static_cast<const char*>(x.raw_data());
+    char* out = static_cast<char*>(y.raw_data());
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(last) + 1, 0);
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      std::int64_t from = 0;
+      for (int d = 0; d <= last; ++d) {
+        const auto k = static_cast<std::size_t>(d);
+        from = from * x.shape()[d] + (flip[k] ? x.shape()[d] - 1 - idx[k] : idx[k]);
+      }
+      copy_element_bytes(out + static_cast<std::size_t>(b) * bytes, in + static_cast<std::size_t>(from) * bytes, bytes, x.dtype());
+      for (int d = last; d >= 0; --d) {
+        if (++idx[static_cast<std::size_t>(d)] < x.shape()[d]) break;
+        idx[static_cast<std::size_t>(d)] = 0;
+      }
+    }
+  }
+};
+
+/// Range's values for dtype T into `out` (of range_size_of's count): element i is start +
+/// i delta (integers modulo 2^64 before the cast back, which lands in [start, limit);
+/// floating point computed in double and rounded once, where TensorFlow's CPU kernel adds
+/// delta i times).
+template <class T>
+void range_into(const tensor& start_value, const tensor& delta_value, tensor& out) {
+  const T start = start_value.data<T>()[0], delta = delta_value.data<T>()[0];
+  T* y = out.data<T>();
+  for (std::int64_t i = 0; i < out.num_elements(); ++i) {
+    if constexpr (std::is_integral_v<T>)
+      y[i] = static_cast<T>(static_cast<std::uint64_t>(start) + static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(delta));
+    else
+      y[i] = static_cast<T>(static_cast<double>(start) + static_cast<double>(i) * static_cast<double>(delta));
+  }
+}
+/// Range's element count for the node's inputs, or an error with the reason there is none.
+inline std::int64_t range_count_of(const kernel_context& ctx) {
+  const ops::range_count r = ops::range_size_of(ctx.input(0), ctx.input(1), ctx.input(2));
+  if (!r.error.empty()) fail(error_code::invalid_argument, r.error);
+  return r.size;
+}
+
+/// The CPU kernel of Range for dtype T.
+template <class T>
+struct range_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit range_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    range_into<T>(ctx.input(0), ctx.input(2), ctx.allocate_output(0, shape{range_count_of(ctx)}));
+  }
+};
+
 /// The kernels nearly every graph needs (constants, feeds, Identity, NoOp), for programs
 /// that register only the kernels they use. Registering twice is harmless (the first stays).
 template <int = 0>
@@ -527,6 +730,12 @@ void register_array_kernels() {
   register_cpu_kernel<fill_kernel>("Fill");
   register_cpu_kernel<zeros_like_kernel>("ZerosLike");
   register_cpu_kernel<ones_like_kernel<>>("OnesLike");
+  register_cpu_kernel<expand_dims_kernel>("ExpandDims");
+  register_cpu_kernel<squeeze_kernel>("Squeeze");
+  register_cpu_kernel<pack_kernel>("Pack");
+  register_cpu_kernel<unpack_kernel>("Unpack");
+  register_cpu_kernel<reverse_kernel>("ReverseV2");
+  register_for<range_kernel>("Range", "Tidx", type_list<std::int32_t, std::int64_t, float, double>{});
 }
 
 }  // namespace weft::cpu
@@ -664,6 +873,42 @@ template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::OnesLike, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::ones_like_kernel<>>("OnesLike"); }
+};
+/// Typed code's registration of ExpandDims's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::ExpandDims, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::expand_dims_kernel>("ExpandDims"); }
+};
+/// Typed code's registration of Squeeze's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Squeeze, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::squeeze_kernel>("Squeeze"); }
+};
+/// Typed code's registration of Pack's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Pack, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::pack_kernel>("Pack"); }
+};
+/// Typed code's registration of Unpack's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Unpack, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::unpack_kernel>("Unpack"); }
+};
+/// Typed code's registration of ReverseV2's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::ReverseV2, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::reverse_kernel>("ReverseV2"); }
+};
+/// Typed code's registration of Range's CPU kernel for dtype T (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::Range, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::range_kernel<T>>("Range", {"Tidx", dtype_of<T>}); }
 };
 /// Typed code's registration of every core op's CPU kernels (the family at once). A
 /// partial specialization, so that including it instantiates nothing.

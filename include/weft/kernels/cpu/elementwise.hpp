@@ -738,6 +738,40 @@ struct check_numerics_kernel final : op_kernel {
   std::string message_;
 };
 
+/// The CPU kernel of AddN for dtype T: blocks of the inputs summed in T's compute type
+/// (float16 and bfloat16 in float32, rounded once; signed integers wrapping), no broadcasting.
+template <class T>
+struct add_n_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit add_n_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const int n = ctx.num_inputs();
+    const tensor& first = ctx.input(0);
+    for (int i = 1; i < n; ++i)
+      if (ctx.input(i).shape() != first.shape())
+        fail(error_code::invalid_argument, "input ", i, " has shape ", ctx.input(i).shape(), ", input 0 ", first.shape(),
+             ": the inputs must have one shape (AddN does not broadcast)");
+    if (n == 1) return ctx.set_output(0, first);
+    tensor& out = ctx.allocate_output(0, first.shape());
+    using C = compute_t<T>;
+    T* y = out.data<T>();
+    ctx.parallel_for(out.num_elements(), 4096, [&](std::int64_t b, std::int64_t e) {
+      constexpr std::int64_t block = 256;
+      C acc[block];
+      for (std::int64_t s = b; s < e; s += block) {
+        const std::int64_t m = std::min(block, e - s);
+        const T* x0 = ctx.input(0).data<T>() + s;
+        for (std::int64_t k = 0; k < m; ++k) acc[k] = static_cast<C>(x0[k]);
+        for (int i = 1; i < n; ++i) {
+          const T* x = ctx.input(i).data<T>() + s;
+          for (std::int64_t k = 0; k < m; ++k) acc[k] = arith_scalar<wrap_kind::add>(acc[k], static_cast<C>(x[k]));
+        }
+        for (std::int64_t k = 0; k < m; ++k) y[s + k] = static_cast<T>(acc[k]);
+      }
+    });
+  }
+};
+
 /// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
@@ -877,6 +911,7 @@ void register_elementwise_kernels() {
   register_table_kernels(ops::families::math::types{});
   register_for<relu_grad_kernel>("ReluGrad", "T", real_number_types{});
   register_for<check_numerics_kernel>("CheckNumerics", "T", float_types{});
+  register_for<add_n_kernel>("AddN", "T", number_types{});
   register_for<select_kernel>("SelectV2", "T", all_types{});
   register_for<select_rows_kernel>("Select", "T", all_types{});
   register_cpu_kernel<string_compare_kernel<true>>("Equal", {"T", dtype::string});
@@ -905,6 +940,12 @@ template <class T>
 struct kernel_for<ops::CheckNumerics, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::check_numerics_kernel<T>>("CheckNumerics", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of AddN's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::AddN, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::add_n_kernel<T>>("AddN", {"T", dtype_of<T>}); }
 };
 /// Typed code's registration of SelectV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>
