@@ -205,7 +205,8 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "Reciprocal", "Log1p", "Expm1", "Softplus", "Erf", "Floor", "Ceil", "Round", "Sign",
                          "SquaredDifference", "Elu", "Selu", "Relu6", "IsNan", "IsInf", "IsFinite", "Tan", "Asin",
                          "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Atan2", "FloorDiv",
-                         "FloorMod", "ExpandDims", "Squeeze", "Pack", "Unpack", "ReverseV2", "Range", "AddN"}) {
+                         "FloorMod", "ExpandDims", "Squeeze", "Pack", "Unpack", "ReverseV2", "Range", "AddN",
+                         "StridedSlice", "StridedSliceGrad"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -626,7 +627,7 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
                          "TruncatedNormal", "Dropout", "MaxPoolGrad", "Transpose", "ConcatV2", "Split", "Slice", "Pad", "Tile",
                          "UnsortedSegmentSum", "GatherNd", "ScatterNd", "SumToShape", "OneHot", "SoftmaxCrossEntropyWithLogits",
                          "L2Loss", "ApplyAdagrad", "ApplyRMSProp", "ExpandDims", "Squeeze", "Pack", "Unpack", "ReverseV2",
-                         "Range", "AddN"}) {
+                         "Range", "AddN", "StridedSlice", "StridedSliceGrad"}) {
     INFO(op);
     CHECK(checked.count(op));
   }

@@ -254,6 +254,17 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
       {"ReverseV2", [](graph& g, const std::vector<output>& x) {
          return op(g, "ReverseV2", {x[0], g.constant(tensor::from_vector(std::vector<std::int32_t>{0, -1}))});
        }, {{{2, 3, 2}, -1, 1}}},
+      {"StridedSlice, backwards with an index and a new axis", [](graph& g, const std::vector<output>& x) {
+         return op(g, "StridedSlice", {x[0], ints(g, {2, 0, 0, 3}), ints(g, {0, 0, 0, 0}), ints(g, {-1, 1, 1, -2})},
+                   {{"end_mask", std::int64_t{1}}, {"new_axis_mask", std::int64_t{0b100}}, {"shrink_axis_mask", std::int64_t{0b10}}});
+       }, {{{3, 2, 4}, -1, 1}}},
+      {"StridedSlice, ellipsis", [](graph& g, const std::vector<output>& x) {
+         return op(g, "StridedSlice", {x[0], ints(g, {0, 1}), ints(g, {0, 3}), ints(g, {1, 1})}, {{"ellipsis_mask", std::int64_t{1}}});
+       }, {{{2, 2, 3}, -1, 1}}},
+      {"StridedSliceGrad", [](graph& g, const std::vector<output>& x) {
+         return op(g, "StridedSliceGrad", {ints(g, {3, 4}), ints(g, {0, 3}), ints(g, {0, 0}), ints(g, {2, -2}), x[0]},
+                   {{"begin_mask", std::int64_t{1}}, {"end_mask", std::int64_t{1}}});
+       }, {{{2, 2}, -1, 1}}},
       {"AddN", [](graph& g, const std::vector<output>& x) { return op(g, "AddN", {x[0], x[1], x[0]}, {{"N", std::int64_t{3}}}); },
        {m23, {{2, 3}, -0.3, 0.8}}},
       {"BiasAdd", binary("BiasAdd"), {m23, row3}},

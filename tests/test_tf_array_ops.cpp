@@ -46,7 +46,7 @@ void for_each_index(const std::vector<std::int64_t>& dims, F&& f) {
 }
 }  // namespace
 
-TEST_CASE("ExpandDims inserts a dim of 1 anywhere in [-rank - 1, rank], a view of the input") {
+TEST_CASE("ExpandDims inserts a dim of 1 at any place from -rank - 1 to rank as a view of the input") {
   graph g;
   const output x = tc<float>(g, {2, 3}, seq(6));
   const std::vector<std::pair<std::int32_t, shape>> cases{{0, {1, 2, 3}}, {1, {2, 1, 3}}, {2, {2, 3, 1}},
@@ -72,7 +72,7 @@ TEST_CASE("ExpandDims inserts a dim of 1 anywhere in [-rank - 1, rank], a view o
                       {"node 'late' (ExpandDims)", "dim -4 is out of range [-3, 2]"});
 }
 
-TEST_CASE("Squeeze removes the named dims of size 1, or every one") {
+TEST_CASE("Squeeze removes the named dims of size 1 or every one") {
   graph g;
   const output x = tc<std::int32_t>(g, {1, 2, 1, 3, 1}, {1, 2, 3, 4, 5, 6});
   const auto squeeze = [&](std::vector<std::int64_t> dims) { return g.op("Squeeze", {x}, {{"squeeze_dims", dims}}).out(0); };
@@ -99,7 +99,7 @@ TEST_CASE("Squeeze removes the named dims of size 1, or every one") {
                       {"node 'named' (Squeeze)", "cannot squeeze dim 0", "its size is 2"});
 }
 
-TEST_CASE("Pack stacks values along a new axis, Unpack takes them apart") {
+TEST_CASE("Pack stacks values along a new axis and Unpack takes them apart") {
   graph g;
   const std::vector<std::int64_t> dims{2, 3};
   std::vector<output> values;
@@ -195,7 +195,7 @@ TEST_CASE("ReverseV2 reverses the order along each named dim") {
   test::require_error([&] { g.op("ReverseV2", {x, scalar_i32(g, 0)}, {}, "not_vector"); }, {"not_vector", "axis must have rank 1"});
 }
 
-TEST_CASE("Range counts as TensorFlow does, for integers and floating point") {
+TEST_CASE("Range counts as TensorFlow does for integers and floating point") {
   graph g;
   const auto range = [&](auto start, auto limit, auto delta) {
     return g.op("Range", {g.constant(tensor::scalar(start)), g.constant(tensor::scalar(limit)), g.constant(tensor::scalar(delta))},
@@ -240,7 +240,7 @@ TEST_CASE("Range counts as TensorFlow does, for integers and floating point") {
   CHECK(eval(g, late, {{fed, tensor::scalar(std::int32_t{2})}}).to_vector<std::int32_t>() == std::vector<std::int32_t>{0, 2});
 }
 
-TEST_CASE("AddN sums inputs of one shape, without broadcasting") {
+TEST_CASE("AddN sums inputs of one shape without broadcasting") {
   graph g;
   const output a = tc<float>(g, {2, 3}, seq(6)), b = tc<float>(g, {2, 3}, seq(6, 100)), d = tc<float>(g, {2, 3}, seq(6, -7));
   const node& sum = g.op("AddN", {a, b, d, a}, {{"N", std::int64_t{4}}});
@@ -271,4 +271,133 @@ TEST_CASE("AddN sums inputs of one shape, without broadcasting") {
   const node& late = g.op("AddN", {a, fed}, {{"N", std::int64_t{2}}}, "late");
   test::require_error([&] { eval(g, late, {{fed, tensor::from_vector(seq(3), shape{3})}}); },
                       {"node 'late' (AddN)", "input 1 has shape [3]", "does not broadcast"});
+}
+
+namespace {
+// StridedSlice(x, begin, end, strides) with masks, int32 spec.
+const node& strided(graph& g, output x, std::vector<std::int32_t> b, std::vector<std::int32_t> e, std::vector<std::int32_t> s,
+                    ops::strided_slice_masks m = {}, const char* name = nullptr) {
+  const auto vec = [&](const std::vector<std::int32_t>& v) {
+    return g.constant(tensor::from_vector(v, shape{static_cast<std::int64_t>(v.size())}));
+  };
+  attr_map a{{"begin_mask", m.begin}, {"end_mask", m.end}, {"ellipsis_mask", m.ellipsis}, {"new_axis_mask", m.new_axis},
+             {"shrink_axis_mask", m.shrink_axis}};
+  return name ? g.op("StridedSlice", {x, vec(b), vec(e), vec(s)}, a, name) : g.op("StridedSlice", {x, vec(b), vec(e), vec(s)}, a);
+}
+}  // namespace
+
+TEST_CASE("StridedSlice takes Python's slices: TensorFlow's documented and tested examples") {
+  graph g;
+  // TensorFlow's own kernel test (slice_ops_test.py): every stride negative.
+  const output i = tc<std::int32_t>(g, {3, 4, 10},
+                                    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 5, 3, 1, 7, 9, 2, 4, 6, 8, 0, 4, 5, 2, 4, 3, 7, 6, 8, 9, 4,
+                                     5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 4, 3, 4, 5, 7, 6, 5, 3, 4, 5, 8, 7, 6, 5, 4, 3, 2, 1, 8, 7, 7, 1, 7, 1, 8, 1, 8, 1, 3, 1,
+                                     7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 9, 8, 7, 9, 8, 7, 9, 8, 7, 9, 9, 9, 5, 5, 6, 6, 3, 3, 6, 6});
+  const node& back = strided(g, i, {2, 2, 6}, {0, 0, 2}, {-1, -1, -2});
+  CHECK(back.output_shape(0) == partial_shape{2, 2, 2});
+  CHECK(eval(g, back).to_vector<std::int32_t>() == std::vector<std::int32_t>{9, 8, 1, 1, 2, 4, 5, 7});
+  // tf.strided_slice's documentation.
+  const output t = tc<float>(g, {3, 2, 3}, {1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6});
+  CHECK(eval(g, strided(g, t, {1, 0, 0}, {2, 1, 3}, {1, 1, 1})).to_vector<float>() == std::vector<float>{3, 3, 3});
+  const tensor two = eval(g, strided(g, t, {1, 0, 0}, {2, 2, 3}, {1, 1, 1}));
+  CHECK(two.shape() == shape{1, 2, 3});
+  CHECK(two.to_vector<float>() == std::vector<float>{3, 3, 3, 4, 4, 4});
+  CHECK(eval(g, strided(g, t, {1, -1, 0}, {2, -3, 3}, {1, -1, 1})).to_vector<float>() == std::vector<float>{4, 4, 4, 3, 3, 3});
+  // x[1:10, ...] with the first entry an index: [3, 4, 5] of [[0, 1, 2], [3, 4, 5]].
+  const output m = tc<float>(g, {2, 3}, seq(6));
+  const node& row = strided(g, m, {1, 0}, {10, 3}, {1, 1}, {.shrink_axis = 1});
+  CHECK(row.output_shape(0) == partial_shape{3});
+  CHECK(eval(g, row).to_vector<float>() == std::vector<float>{3, 4, 5});
+}
+
+TEST_CASE("StridedSlice's masks (begin and end and ellipsis and new axes and indices) against loops") {
+  graph g;
+  // foo[5:, :, :3] on 7x8x9: x[5 + a, b, c].
+  const output foo = tc<float>(g, {7, 8, 9}, seq(7 * 8 * 9));
+  const node& a = strided(g, foo, {5, 0, 0}, {0, 0, 3}, {1, 1, 1}, {.begin = 0b110, .end = 0b011});
+  CHECK(a.output_shape(0) == partial_shape{2, 8, 3});
+  std::vector<float> want;
+  for (int p = 0; p < 2; ++p)
+    for (int q = 0; q < 8; ++q)
+      for (int r = 0; r < 3; ++r) want.push_back(static_cast<float>((5 + p) * 72 + q * 9 + r));
+  CHECK(eval(g, a).to_vector<float>() == want);
+  // foo[::-1] of 8 elements, foo[::-3]: from the end.
+  const output eight = tc<float>(g, {8}, seq(8));
+  CHECK(eval(g, strided(g, eight, {0}, {0}, {-1}, {.begin = 1, .end = 1})).to_vector<float>() ==
+        std::vector<float>{7, 6, 5, 4, 3, 2, 1, 0});
+  CHECK(eval(g, strided(g, eight, {0}, {0}, {-3}, {.begin = 1, .end = 1})).to_vector<float>() == std::vector<float>{7, 4, 1});
+  CHECK(eval(g, strided(g, eight, {1}, {8}, {3})).to_vector<float>() == std::vector<float>{1, 4, 7});
+  // Clamped, empty, backwards-empty ranges.
+  CHECK(eval(g, strided(g, eight, {-100}, {100}, {1})).to_vector<float>() == seq(8));
+  CHECK(eval(g, strided(g, eight, {5}, {2}, {1})).shape() == shape{0});
+  CHECK(eval(g, strided(g, eight, {2}, {5}, {-1})).shape() == shape{0});
+  // foo[3:5, ..., 4:5] on 10x3x3x10: x[3 + p, q, r, 4].
+  const output big = tc<float>(g, {10, 3, 3, 10}, seq(900));
+  const node& e = strided(g, big, {3, 0, 4}, {5, 0, 5}, {1, 1, 1}, {.ellipsis = 0b010});
+  CHECK(e.output_shape(0) == partial_shape{2, 3, 3, 1});
+  want.clear();
+  for (int p = 0; p < 2; ++p)
+    for (int q = 0; q < 3; ++q)
+      for (int r = 0; r < 3; ++r) want.push_back(static_cast<float>((3 + p) * 90 + q * 30 + r * 10 + 4));
+  CHECK(eval(g, e).to_vector<float>() == want);
+  // foo[..., 2] and foo[1, ...]: an index beside the ellipsis.
+  CHECK(eval(g, strided(g, big, {0, 2}, {0, 3}, {1, 1}, {.ellipsis = 1, .shrink_axis = 0b10})).shape() == shape{10, 3, 3});
+  CHECK(eval(g, strided(g, big, {1, 0}, {2, 0}, {1, 1}, {.ellipsis = 0b10, .shrink_axis = 1})).shape() == shape{3, 3, 10});
+  // m[:, newaxis, 1] on 2x3: [[1], [4]]; m[newaxis, ..., newaxis]: 1x2x3x1.
+  const output m = tc<float>(g, {2, 3}, seq(6));
+  const node& n = strided(g, m, {0, 0, 1}, {0, 0, 2}, {1, 1, 1}, {.begin = 1, .end = 1, .new_axis = 0b010, .shrink_axis = 0b100});
+  CHECK(n.output_shape(0) == partial_shape{2, 1});
+  CHECK(eval(g, n).to_vector<float>() == std::vector<float>{1, 4});
+  CHECK(eval(g, strided(g, m, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, {.ellipsis = 0b010, .new_axis = 0b101})).shape() == shape{1, 2, 3, 1});
+  // tf.shape(x)[0] and [-1]: a scalar from a dims vector; strings; a rank-0 input with new axes.
+  const output dims = tc<std::int32_t>(g, {3}, {5, 7, 9});
+  const tensor first = eval(g, strided(g, dims, {0}, {1}, {1}, {.shrink_axis = 1}));
+  CHECK(first.shape() == shape{});
+  CHECK(first.to_vector<std::int32_t>() == std::vector<std::int32_t>{5});
+  CHECK(eval(g, strided(g, dims, {-1}, {0}, {1}, {.shrink_axis = 1})).to_vector<std::int32_t>() == std::vector<std::int32_t>{9});
+  CHECK(eval(g, strided(g, g.constant(tensor::from_vector(std::vector<std::string>{"a", "b", "c"})), {0}, {0}, {-2}, {.begin = 1, .end = 1}))
+            .to_vector<std::string>() == std::vector<std::string>{"c", "a"});
+  CHECK(eval(g, strided(g, g.constant(tensor::scalar(2.5)), {0}, {0}, {1}, {.new_axis = 1})).to_vector<double>() ==
+        std::vector<double>{2.5});
+  // The whole input, in order: the input itself.
+  CHECK(eval(g, strided(g, m, {0, 0}, {2, 3}, {1, 1})).to_vector<float>() == seq(6));
+}
+
+TEST_CASE("StridedSlice and StridedSliceGrad name what is wrong with a spec when built and when run") {
+  graph g;
+  const output m = tc<float>(g, {2, 3}, seq(6));
+  test::require_error([&] { strided(g, m, {5}, {6}, {1}, {.shrink_axis = 1}, "far"); },
+                      {"node 'far' (StridedSlice)", "index 5 is out of range for input dim 0 of size 2"});
+  test::require_error([&] { strided(g, m, {0}, {1}, {0}, {}, "still"); }, {"still", "the stride of input dim 0 is 0"});
+  test::require_error([&] { strided(g, m, {0, 0}, {1, 1}, {1, 1}, {.ellipsis = 0b11}, "two"); }, {"two", "at most one ellipsis"});
+  test::require_error([&] { strided(g, m, {0, 0, 0}, {1, 1, 1}, {1, 1, 1}, {}, "deep"); },
+                      {"deep", "the spec indexes input dim 2; the input has 2 dims"});
+  test::require_error([&] { strided(g, m, {0, 0}, {1}, {1, 1}, {}, "ragged"); }, {"ragged", "must have one length"});
+  test::require_error([&] { strided(g, m, {1}, {0}, {-1}, {.shrink_axis = 1}, "back"); }, {"back", "negative stride -1"});
+  // The spec fed: the rank is known, the sizes come when run, and so do the errors.
+  const output b = g.placeholder(dtype::int32, partial_shape{2}, "b");
+  const node& late = g.op("StridedSlice", {m, b, tc<std::int32_t>(g, {2}, {2, 3}), tc<std::int32_t>(g, {2}, {1, 1})}, {}, "late");
+  CHECK(late.output_shape(0) == partial_shape{unknown_dim, unknown_dim});
+  CHECK(eval(g, late, {{b, tensor::from_vector(std::vector<std::int32_t>{1, 1})}}).to_vector<float>() == std::vector<float>{4, 5});
+  const node& late_index = g.op("StridedSlice", {m, b, tc<std::int32_t>(g, {2}, {2, 3}), tc<std::int32_t>(g, {2}, {1, 1})},
+                                {{"shrink_axis_mask", std::int64_t{1}}}, "late_index");
+  CHECK(late_index.output_shape(0) == partial_shape{unknown_dim});
+  test::require_error([&] { eval(g, late_index, {{b, tensor::from_vector(std::vector<std::int32_t>{-3, 0})}}); },
+                      {"node 'late_index' (StridedSlice)", "index -3 is out of range for input dim 0 of size 2"});
+}
+
+TEST_CASE("StridedSliceGrad writes dy into zeros where the slice was taken") {
+  graph g;
+  const auto vec = [&](std::vector<std::int32_t> v) { return tc<std::int32_t>(g, {static_cast<std::int64_t>(v.size())}, v); };
+  // x[::2, 3:0:-2] of a 3x4: rows 0 and 2, columns 3 and 1.
+  const node& grad = g.op("StridedSliceGrad", {vec({3, 4}), vec({0, 3}), vec({0, 0}), vec({2, -2}), tc<float>(g, {2, 2}, {1, 2, 3, 4})},
+                          {{"begin_mask", std::int64_t{1}}, {"end_mask", std::int64_t{1}}});
+  CHECK(grad.output_shape(0) == partial_shape{3, 4});
+  CHECK(eval(g, grad).to_vector<float>() == std::vector<float>{0, 2, 0, 1, 0, 0, 0, 0, 0, 4, 0, 3});
+  // An index: dy of rank 1 into a 2x3's row 1.
+  CHECK(eval(g, g.op("StridedSliceGrad", {vec({2, 3}), vec({1}), vec({2}), vec({1}), tc<double>(g, {3}, {7, 8, 9})},
+                     {{"shrink_axis_mask", std::int64_t{1}}}))
+            .to_vector<double>() == std::vector<double>{0, 0, 0, 7, 8, 9});
+  test::require_error([&] { g.op("StridedSliceGrad", {vec({3, 4}), vec({0}), vec({1}), vec({1}), tc<float>(g, {2, 4}, seq(8))}, {}, "wrong_dy"); },
+                      {"wrong_dy", "dy has shape [2,4] where the slice has [1,4]"});
 }

@@ -2691,6 +2691,192 @@ constexpr auto leading() {
 }
 
 }  // namespace weft::ops::static_rules
+/// @file
+/// TensorFlow's StridedSlice, as a plan over the input's dims: what `x[b0:e0:s0, ..., i,
+/// tf.newaxis, ...]` takes, device-neutral. The op's shape function (ops/array_ops.hpp), its
+/// CPU kernels (kernels/cpu/array.hpp) and its GPU kernels (cuda/kernels.hpp) build theirs
+/// here, and so does StridedSliceGrad, which writes the slice back into zeros.
+///
+/// A spec has one entry per element of `strides`; bit i of each mask speaks of entry i:
+///   begin_mask, end_mask  the entry's begin (end) is ignored: the fullest range is taken
+///   ellipsis_mask         (one bit at most) the entry stands for as many whole dims as the
+///                         other entries leave; a spec without one ends with an implicit one
+///   new_axis_mask         the entry adds a dim of 1 to the output, consuming no input dim
+///   shrink_axis_mask      the entry is an index (begin), whose dim the output drops
+/// Negative begins and ends count from the end of their dim; a range is clamped to the dim
+/// (Python's slices); an index must lie in its dim; a stride must not be 0 (an index's must
+/// be positive). The output has, per entry, ceil((end - begin) / stride) elements, 0 where
+/// the range is empty or points the other way.
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace weft::ops {
+
+/// A StridedSlice's five masks (its node's attrs).
+struct strided_slice_masks {
+  std::int64_t begin = 0;        ///< begin_mask
+  std::int64_t end = 0;          ///< end_mask
+  std::int64_t ellipsis = 0;     ///< ellipsis_mask
+  std::int64_t new_axis = 0;     ///< new_axis_mask
+  std::int64_t shrink_axis = 0;  ///< shrink_axis_mask
+};
+
+/// What a StridedSlice takes of an input: per input dim, where it starts, the step and how
+/// many elements (begin and stride meaningful only where the dim and the spec are known),
+/// and the output's dims. `error` names what is wrong with the spec (empty: valid).
+struct strided_slice_plan {
+  std::vector<std::int64_t> begin;   ///< per input dim: the first index taken
+  std::vector<std::int64_t> stride;  ///< per input dim: the step (negative: backwards)
+  std::vector<std::int64_t> count;   ///< per input dim: how many taken (-1: not known yet)
+  std::vector<std::int64_t> dims;    ///< the output's dims (-1: not known yet)
+  bool identity = true;              ///< it takes the whole input, in order
+  std::string error;                 ///< why the spec is invalid; empty when it is valid
+};
+
+namespace detail {
+inline bool bit(std::int64_t mask, std::size_t i) { return i < 63 && ((mask >> i) & 1) != 0; }
+template <class... P>
+std::string strided_slice_error(const P&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
+}
+}  // namespace detail
+
+/// The plan of StridedSlice over an input of dims `input` (-1 where unknown), with
+/// `strides` and, where known, `begin` and `end` (nullopt: known only when run).
+inline strided_slice_plan plan_strided_slice(const std::vector<std::int64_t>& input,
+                                             const std::optional<std::vector<std::int64_t>>& begin,
+                                             const std::optional<std::vector<std::int64_t>>& end,
+                                             const std::vector<std::int64_t>& strides, const strided_slice_masks& m) {
+  using detail::bit;
+  strided_slice_plan p;
+  const std::size_t entries = strides.size();
+  if ((begin && begin->size() != entries) || (end && end->size() != entries)) {
+    p.error = detail::strided_slice_error("begin, end and strides must have one length, got ", begin ? begin->size() : entries,
+                                          ", ", end ? end->size() : entries, " and ", entries);
+    return p;
+  }
+  if (entries > 62) {
+    p.error = detail::strided_slice_error("the spec has ", entries, " entries: the masks hold at most 62");
+    return p;
+  }
+  if (m.begin < 0 || m.end < 0 || m.ellipsis < 0 || m.new_axis < 0 || m.shrink_axis < 0) {
+    p.error = "the masks must not be negative";
+    return p;
+  }
+  if (m.ellipsis & (m.ellipsis - 1)) {
+    p.error = "ellipsis_mask has more than one bit: a spec has at most one ellipsis";
+    return p;
+  }
+  // The sparse spec with its ellipsis (an implicit one at the end when it has none), and the
+  // new axes after it (they consume no input dim).
+  std::int64_t ellipsis = m.ellipsis & ((std::int64_t{1} << entries) - 1);
+  std::size_t sparse = entries;
+  if (!ellipsis) ellipsis = std::int64_t{1} << sparse++;
+  std::size_t new_after = 0;
+  for (std::size_t i = 0, seen = 0; i < entries; ++i) {
+    if (seen && bit(m.new_axis, i) && !bit(ellipsis, i)) ++new_after;
+    if (bit(ellipsis, i)) seen = 1;
+  }
+  // The dense spec: one entry per input dim, and where each output dim comes from.
+  const std::size_t rank = input.size();
+  constexpr std::int64_t shrunk = -1, added = -2;
+  std::vector<std::int64_t> b(rank, 0), e(rank, 0), s(rank, 1), gather;
+  std::vector<char> b_masked(rank, 0), e_masked(rank, 0), shrink(rank, 0);
+  std::size_t full = 0;
+  for (std::size_t i = 0; i < sparse; ++i) {
+    if (bit(ellipsis, i)) {
+      const std::size_t rest = sparse - i - 1;  // entries after the ellipsis
+      const std::size_t upto = rank + new_after >= rest ? std::min(rank, rank + new_after - rest) : 0;
+      for (; full < upto; ++full) {
+        b_masked[full] = e_masked[full] = 1;
+        gather.push_back(static_cast<std::int64_t>(full));
+      }
+    } else if (bit(m.new_axis, i)) {
+      gather.push_back(added);
+    } else {
+      if (full == rank) {
+        p.error = detail::strided_slice_error("the spec indexes input dim ", full, "; the input has ", rank, " dims");
+        return p;
+      }
+      if (begin) b[full] = (*begin)[i];
+      if (end) e[full] = (*end)[i];
+      s[full] = strides[i];
+      b_masked[full] = bit(m.begin, i);
+      e_masked[full] = bit(m.end, i);
+      shrink[full] = bit(m.shrink_axis, i);
+      gather.push_back(shrink[full] ? shrunk : static_cast<std::int64_t>(full));
+      ++full;
+    }
+  }
+  // Each input dim's range, made explicit and clamped; its element count.
+  p.begin.assign(rank, 0);
+  p.stride.assign(rank, 1);
+  p.count.assign(rank, -1);
+  for (std::size_t i = 0; i < rank; ++i) {
+    const std::int64_t dim = input[i], step = s[i];
+    if (step == 0) {
+      p.error = detail::strided_slice_error("the stride of input dim ", i, " is 0");
+      return p;
+    }
+    if (shrink[i] && step < 0) {
+      p.error = detail::strided_slice_error("input dim ", i, " is indexed (shrink_axis_mask) with a negative stride ", step);
+      return p;
+    }
+    p.stride[i] = step;
+    const bool whole = b_masked[i] && e_masked[i];
+    if (dim < 0) {  // known only when run
+      if (shrink[i]) p.count[i] = 1;
+      p.identity = false;
+      continue;
+    }
+    std::int64_t interval = 0;
+    bool known = true;
+    if (shrink[i] && begin) {
+      const std::int64_t at = b[i] < 0 ? dim + b[i] : b[i];
+      if (at < 0 || at >= dim) {
+        p.error = detail::strided_slice_error("index ", b[i], " is out of range for input dim ", i, " of size ", dim);
+        return p;
+      }
+      p.begin[i] = at;
+      interval = 1;
+    } else if (begin && end) {
+      // Clamped to [0, dim] going forwards, [-1, dim - 1] going backwards (-1: before 0).
+      const std::int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? dim : dim - 1;
+      const auto canonical = [&](std::int64_t x, bool masked, bool is_begin) {
+        if (masked) return (step > 0) == is_begin ? lo : hi;
+        const std::int64_t forward = x < 0 ? dim + x : x;
+        return std::clamp(forward, lo, hi);
+      };
+      p.begin[i] = canonical(b[i], b_masked[i], true);
+      interval = canonical(e[i], e_masked[i], false) - p.begin[i];
+    } else if (shrink[i]) {
+      interval = 1;
+    } else if (whole) {
+      interval = step > 0 ? dim : -dim;
+      p.begin[i] = step > 0 ? 0 : dim - 1;
+    } else {
+      known = false;
+    }
+    p.identity = p.identity && known && step == 1 && p.begin[i] == 0 && interval == dim && !shrink[i];
+    if (!known) continue;
+    p.count[i] = interval == 0 || (interval < 0) != (step < 0) ? 0 : interval / step + (interval % step != 0 ? 1 : 0);
+  }
+  for (auto g : gather) {
+    if (g >= 0) p.dims.push_back(p.count[static_cast<std::size_t>(g)]);
+    else if (g == added) p.dims.push_back(1);
+  }
+  if (p.dims.size() != rank) p.identity = false;
+  return p;
+}
+
+}  // namespace weft::ops
 
 namespace weft::ops {
 
@@ -2856,6 +3042,14 @@ inline range_count range_size_of(const tensor& start, const tensor& limit, const
     return t.dtype() == dtype::float32 ? static_cast<double>(t.flat<float>()[0]) : t.flat<double>()[0];
   };
   return range_size(real(start), real(limit), real(delta));
+}
+
+/// A StridedSlice's (or StridedSliceGrad's) masks, from its node's attrs.
+template <class Attrs>
+strided_slice_masks strided_slice_masks_of(const Attrs& c) {
+  return {c.template attr<std::int64_t>("begin_mask"), c.template attr<std::int64_t>("end_mask"),
+          c.template attr<std::int64_t>("ellipsis_mask"), c.template attr<std::int64_t>("new_axis_mask"),
+          c.template attr<std::int64_t>("shrink_axis_mask")};
 }
 
 /// Shape function: every output is a scalar.
@@ -3170,6 +3364,9 @@ struct core {
 ///   Pack(values...; axis)      N values of one shape stacked along a new dim at axis
 ///   Unpack(value; num, axis)   the num slices along axis, that dim removed
 ///   ReverseV2(x, axis)         x with the order along each dim in axis (a vector) reversed
+///   StridedSlice(x, begin, end, strides; masks)  Python's x[b:e:s, ..., i, newaxis]
+///                              (ops/strided_slice.hpp); StridedSliceGrad(shape, begin,
+///                              end, strides, dy; masks) writes dy's slice into zeros of shape
 ///   Range(start, limit, delta) start, start + delta, ... up to limit (excluded); TensorFlow's
 ///                              count: ceil(|limit - start| / |delta|)
 
@@ -3697,6 +3894,44 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> array_op_defs() {
                        c.set_output(0, in);
                      })
                      .build());
+  const auto strided = [](const char* name) {
+    auto b = op_def_builder(name);
+    if (std::string_view(name) == "StridedSlice") b.input("input: T");
+    else b.input("shape: Index");
+    b.input("begin: Index").input("end: Index").input("strides: Index");
+    if (std::string_view(name) == "StridedSliceGrad") b.input("dy: T");
+    b.output("output: T").attr(std::string_view(name) == "StridedSlice" ? "T: any type" : "T: type").attr("Index: {int32, int64}");
+    for (const char* mask : {"begin_mask: int = 0", "end_mask: int = 0", "ellipsis_mask: int = 0", "new_axis_mask: int = 0",
+                             "shrink_axis_mask: int = 0"})
+      b.attr(mask);
+    return b;
+  };
+  defs.push_back(strided("StridedSlice")
+                     .shape_fn([](shape_context& c) {
+                       for (int i = 1; i < 4; ++i) require_rank(c, i, 1, i == 1 ? "begin" : i == 2 ? "end" : "strides");
+                       const auto strides = constant_ints(c, 3);
+                       const auto& in = c.input(0);
+                       if (!strides || !in.rank_known()) return;
+                       const strided_slice_plan p =
+                           plan_strided_slice(in.dims(), constant_ints(c, 1), constant_ints(c, 2), *strides, strided_slice_masks_of(c));
+                       if (!p.error.empty()) c.fail(p.error);
+                       c.set_output(0, partial_shape(p.dims));
+                     })
+                     .build());
+  defs.push_back(strided("StridedSliceGrad")
+                     .shape_fn([](shape_context& c) {
+                       for (int i = 0; i < 4; ++i) require_rank(c, i, 1, i == 0 ? "shape" : i == 1 ? "begin" : i == 2 ? "end" : "strides");
+                       shape_from_input(c, 0);
+                       const auto dims = constant_ints(c, 0);
+                       const auto strides = constant_ints(c, 3);
+                       if (!dims || !strides) return;
+                       const strided_slice_plan p =
+                           plan_strided_slice(*dims, constant_ints(c, 1), constant_ints(c, 2), *strides, strided_slice_masks_of(c));
+                       if (!p.error.empty()) c.fail(p.error);
+                       if (!shapes_compatible(partial_shape(p.dims), c.input(4)))
+                         c.fail("dy has shape ", c.input(4), " where the slice has ", partial_shape(p.dims));
+                     })
+                     .build());
   defs.push_back(op_def_builder("Range")
                      .input("start: Tidx")
                      .input("limit: Tidx")
@@ -3767,6 +4002,29 @@ struct unpack_grad {
     std::vector<V> parts;
     for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
     return {pack(parts, a.n.template attr<std::int64_t>("axis"))};
+  }
+};
+
+/// The gradient rule of StridedSlice (framework/gradient_rule.hpp): the gradient written
+/// into zeros of the input's shape where the slice was taken (StridedSliceGrad).
+struct strided_slice_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {strided_slice_backprop(shape_tensor_as(a.x[0], a.x[1].type()), a.x[1], a.x[2], a.x[3], a.d(),
+                                   strided_slice_mask_attrs(a.n)),
+            std::nullopt, std::nullopt, std::nullopt};
+  }
+};
+
+/// The gradient rule of StridedSliceGrad (framework/gradient_rule.hpp): dy's gradient is
+/// the slice of the gradient; none for the shape and spec.
+struct strided_slice_grad_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+            strided_slice(a.d(), a.x[1], a.x[2], a.x[3], strided_slice_mask_attrs(a.n))};
   }
 };
 
@@ -3959,12 +4217,14 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pack, array, gradients::pack_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Unpack, array, gradients::unpack_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReverseV2, array, gradients::reverse_grad)
 WEFT_DETAIL_OP_TYPE(Range, array)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSlice, array, gradients::strided_slice_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSliceGrad, array, gradients::strided_slice_grad_grad)
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The array family as a C++ type: use_kernels<ops::families::array>() registers its ops and kernels.
 struct array {
   static constexpr const char* name = "array";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range>;  ///< its op types
+  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range, StridedSlice, StridedSliceGrad>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_array_ops(); }
 };
@@ -8489,6 +8749,35 @@ inline symbol gather_nd(const symbol& params, const symbol& indices) { return pa
 inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, const symbol& like) {
   const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
   return indices.then("ScatterNd", {updates, dims});
+}
+/// The shape of a as a tensor of int dtype t (int32 or int64): a constant when a's shape is
+/// known when the graph is built (an int32 dim too large is an error), else a Shape node.
+inline symbol shape_tensor_as(const symbol& a, dtype t) {
+  if (t == dtype::int64) return shape_tensor(a);
+  if (!a.shape().fully_known()) return a.then("Shape", {}, {{"out_type", t}});
+  std::vector<std::int32_t> dims;
+  for (auto d : a.shape().dims()) {
+    if (d > std::numeric_limits<std::int32_t>::max())
+      fail(error_code::invalid_argument, "dim ", d, " of ", a.shape(), " does not fit an int32 shape");
+    dims.push_back(static_cast<std::int32_t>(d));
+  }
+  return constant_in(a, tensor::from_vector(dims));
+}
+/// The masks of a StridedSlice or StridedSliceGrad node, as attrs for another.
+inline attr_map strided_slice_mask_attrs(const node& n) {
+  attr_map m;
+  for (const char* name : {"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask"})
+    m.set(name, n.attr<std::int64_t>(name));
+  return m;
+}
+/// StridedSlice(a, begin, end, strides) with `masks`.
+inline symbol strided_slice(const symbol& a, const symbol& begin, const symbol& end, const symbol& strides, attr_map masks) {
+  return a.then("StridedSlice", {begin, end, strides}, std::move(masks));
+}
+/// StridedSliceGrad(dims, begin, end, strides, d) with `masks`: d written into zeros of dims.
+inline symbol strided_slice_backprop(const symbol& dims, const symbol& begin, const symbol& end, const symbol& strides, const symbol& d,
+                                     attr_map masks) {
+  return dims.then("StridedSliceGrad", {begin, end, strides, d}, std::move(masks));
 }
 /// TensorScatterUpdate(t, indices, updates): t with the indexed slices replaced.
 inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, const symbol& updates) {
@@ -22853,6 +23142,88 @@ struct reverse_kernel final : op_kernel {
   }
 };
 
+/// The plan of a StridedSlice over an input of dims `dims` from its spec (begin, end and
+/// strides: int vectors of one length) and masks, or an error saying what is wrong.
+inline ops::strided_slice_plan strided_slice_plan_for(const std::vector<std::int64_t>& dims, const tensor& begin, const tensor& end,
+                                                      const tensor& strides, const ops::strided_slice_masks& masks) {
+  if (begin.rank() != 1 || end.rank() != 1 || strides.rank() != 1)
+    fail(error_code::invalid_argument, "begin, end and strides must be vectors, got shapes ", begin.shape(), ", ", end.shape(),
+         " and ", strides.shape());
+  ops::strided_slice_plan p =
+      ops::plan_strided_slice(dims, int_values(begin, "begin"), int_values(end, "end"), int_values(strides, "strides"), masks);
+  if (!p.error.empty()) fail(error_code::invalid_argument, p.error);
+  return p;
+}
+
+/// Copies the elements a StridedSlice plan takes of `whole` (a tensor of that shape) to the
+/// dense `slice` (Scatter false), or back from `slice` into `whole` (Scatter true: the
+/// gradient); runs of the last dim move at once where its stride is 1.
+template <bool Scatter>
+void strided_copy(const ops::strided_slice_plan& p, const tensor& from, tensor& to) {
+  const tensor& whole = Scatter ? to : from;
+  const int rank = whole.rank();
+  std::int64_t n = 1;
+  for (auto c : p.count) n *= c;  // within: the slice's elements, at most the input's
+  if (n == 0) return;
+  std::vector<std::int64_t> strides(static_cast<std::size_t>(rank), 1);
+  for (int d = rank - 2; d >= 0; --d)
+    strides[static_cast<std::size_t>(d)] = strides[static_cast<std::size_t>(d) + 1] * whole.shape()[d + 1];
+  const bool runs = rank > 0 && p.stride[static_cast<std::size_t>(rank) - 1] == 1;
+  const std::int64_t run = runs ? p.count[static_cast<std::size_t>(rank) - 1] : 1;
+  const std::size_t elem = size_of(whole.dtype());
+  const char* src = static_cast<const char*>(from.raw_data());
+  char* dst = static_cast<char*>(to.raw_data());
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(rank), 0);
+  for (std::int64_t k = 0; k < n; k += run) {
+    std::int64_t at = 0;
+    for (std::size_t d = 0; d < idx.size(); ++d) at += (p.begin[d] + idx[d] * p.stride[d]) * strides[d];
+    const std::size_t bytes = static_cast<std::size_t>(run) * elem;  // within: a run of the input's elements
+    if constexpr (Scatter)
+      copy_element_bytes(dst + static_cast<std::size_t>(at) * elem, src + static_cast<std::size_t>(k) * elem, bytes, whole.dtype());
+    else
+      copy_element_bytes(dst + static_cast<std::size_t>(k) * elem, src + static_cast<std::size_t>(at) * elem, bytes, whole.dtype());
+    for (int d = rank - (runs ? 2 : 1); d >= 0; --d) {
+      if (++idx[static_cast<std::size_t>(d)] < p.count[static_cast<std::size_t>(d)]) break;
+      idx[static_cast<std::size_t>(d)] = 0;
+    }
+  }
+}
+
+/// The CPU kernel of StridedSlice: the input itself (reshaped) where the slice takes all of
+/// it in order, else a copy of what it takes.
+struct strided_slice_kernel final : op_kernel {
+  /// The kernel of node n: its masks are read here, once.
+  explicit strided_slice_kernel(const node& n) : masks_(ops::strided_slice_masks_of(n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const auto p = strided_slice_plan_for(x.shape().dims(), ctx.input(1), ctx.input(2), ctx.input(3), masks_);
+    if (p.identity) return ctx.set_output(0, x.reshape(shape(p.dims)));
+    strided_copy<false>(p, x, ctx.allocate_output(0, shape(p.dims)));
+  }
+ private:
+  ops::strided_slice_masks masks_;
+};
+
+/// The CPU kernel of StridedSliceGrad: zeros of the shape, dy written where the slice was taken.
+struct strided_slice_grad_kernel final : op_kernel {
+  /// The kernel of node n: its masks are read here, once.
+  explicit strided_slice_grad_kernel(const node& n) : masks_(ops::strided_slice_masks_of(n)) {}
+  void compute(kernel_context& ctx) const override {
+    if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(0).shape());
+    const auto dims = int_values(ctx.input(0), "shape");
+    const shape whole = shape_from_dims(dims, "shape");
+    const auto p = strided_slice_plan_for(dims, ctx.input(1), ctx.input(2), ctx.input(3), masks_);
+    const tensor& dy = ctx.input(4);
+    if (dy.shape() != shape(p.dims))
+      fail(error_code::invalid_argument, "dy has shape ", dy.shape(), " where the slice has ", shape(p.dims));
+    tensor& out = ctx.allocate_output(0, whole);
+    if (out.bytes()) std::memset(out.raw_data(), 0, out.bytes());  // all-zero bytes are zero for every dtype it takes
+    strided_copy<true>(p, dy, out);
+  }
+ private:
+  ops::strided_slice_masks masks_;
+};
+
 /// Range's values for dtype T into `out` (of range_size_of's count): element i is start +
 /// i delta (integers modulo 2^64 before the cast back, which lands in [start, limit);
 /// floating point computed in double and rounded once, where TensorFlow's CPU kernel adds
@@ -22924,6 +23295,8 @@ void register_array_kernels() {
   register_cpu_kernel<pack_kernel>("Pack");
   register_cpu_kernel<unpack_kernel>("Unpack");
   register_cpu_kernel<reverse_kernel>("ReverseV2");
+  register_cpu_kernel<strided_slice_kernel>("StridedSlice");
+  register_cpu_kernel<strided_slice_grad_kernel>("StridedSliceGrad");
   register_for<range_kernel>("Range", "Tidx", type_list<std::int32_t, std::int64_t, float, double>{});
 }
 
@@ -23092,6 +23465,18 @@ template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::ReverseV2, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::reverse_kernel>("ReverseV2"); }
+};
+/// Typed code's registration of StridedSlice's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::StridedSlice, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::strided_slice_kernel>("StridedSlice"); }
+};
+/// Typed code's registration of StridedSliceGrad's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::StridedSliceGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::strided_slice_grad_kernel>("StridedSliceGrad"); }
 };
 /// Typed code's registration of Range's CPU kernel for dtype T (framework/kernel_for.hpp).
 template <class T>

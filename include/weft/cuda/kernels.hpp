@@ -101,6 +101,12 @@ inline tensor device_input(kernel_context& ctx, int i) {
   return ctx.device().copy_from_host(t);
 }
 
+/// Input i in host memory: as it is, or copied out of the GPU's memory.
+inline tensor host_input(kernel_context& ctx, int i) {
+  const tensor& t = ctx.input(i);
+  return t.memory_space() == memory_space::host ? t : ctx.device().copy_to_host(t);
+}
+
 /// The integer values of input i (int32 or int64), read on the host; copied out of the
 /// GPU's memory when they are there (a wait for the device).
 inline std::vector<std::int64_t> host_ints(kernel_context& ctx, int i, const char* what) {
@@ -1828,13 +1834,87 @@ struct gpu_reverse final : op_kernel {
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
     require_plain(x, ctx.node());
-    tensor axes = ctx.input(1);
-    if (axes.memory_space() != memory_space::host) axes = ctx.device().copy_to_host(axes);
-    const std::vector<bool> flip = cpu::reversed_dims(axes, x.rank());
+    const std::vector<bool> flip = cpu::reversed_dims(host_input(ctx, 1), x.rank());
     tensor& out = ctx.allocate_output(0, x.shape());
     const std::vector<std::int64_t> zero(static_cast<std::size_t>(x.rank()), 0);
     copy_region(gpu_of(ctx.device()), x, zero, out, zero, x.shape().dims(), &flip);
   }
+};
+
+/// A StridedSlice plan as a box copy between `whole` (the input, or StridedSliceGrad's
+/// output) and the dense slice: the whole's side steps by each dim's stride from its begin.
+inline launch::box_plan strided_box(const ops::strided_slice_plan& p, const shape& whole, bool slice_is_source) {
+  launch::box_plan b;
+  const int rank = whole.rank();
+  std::vector<std::int64_t> ws(static_cast<std::size_t>(rank), 1), ss(static_cast<std::size_t>(rank), 1);
+  for (int d = rank - 2; d >= 0; --d) {
+    ws[static_cast<std::size_t>(d)] = ws[static_cast<std::size_t>(d) + 1] * whole[d + 1];
+    ss[static_cast<std::size_t>(d)] = ss[static_cast<std::size_t>(d) + 1] * p.count[static_cast<std::size_t>(d) + 1];
+  }
+  std::int64_t& whole_offset = slice_is_source ? b.dst_offset : b.src_offset;
+  for (std::size_t d = 0; d < static_cast<std::size_t>(rank); ++d) {
+    whole_offset += p.begin[d] * ws[d];
+    if (p.count[d] == 1) continue;  // moves nothing along it
+    if (b.rank == launch::box_plan::max_rank)
+      fail(error_code::unimplemented, "a strided slice of more than ", launch::box_plan::max_rank, " dims above 1 on the GPU");
+    b.dims[b.rank] = p.count[d];
+    (slice_is_source ? b.dst_stride : b.src_stride)[b.rank] = p.stride[d] * ws[d];
+    (slice_is_source ? b.src_stride : b.dst_stride)[b.rank] = ss[d];
+    ++b.rank;
+  }
+  return b;
+}
+
+/// The GPU kernel of StridedSlice: small integer inputs in host memory (a dim read from a
+/// shape) are sliced on the host; others by one box copy on the device (a view where it
+/// takes the whole input).
+struct gpu_strided_slice final : op_kernel {
+  /// The kernel of node n: its masks are read here, once.
+  explicit gpu_strided_slice(const node& n) : masks_(ops::strided_slice_masks_of(n)) {}
+  void compute(kernel_context& ctx) const override {
+    const auto p = cpu::strided_slice_plan_for(ctx.input(0).shape().dims(), host_input(ctx, 1), host_input(ctx, 2),
+                                               host_input(ctx, 3), masks_);
+    if (p.identity) return ctx.set_output(0, ctx.input(0).reshape(shape(p.dims)));
+    if (on_host_inputs(ctx, ctx.input(0).dtype())) {
+      tensor out(ctx.input(0).dtype(), shape(p.dims));
+      cpu::strided_copy<false>(p, ctx.input(0), out);
+      return ctx.set_output(0, std::move(out));
+    }
+    const tensor x = device_input(ctx, 0);
+    require_plain(x, ctx.node());
+    tensor& out = ctx.allocate_output(0, shape(p.dims));
+    if (out.num_elements() == 0) return;
+    launch::copy_box_op(static_cast<int>(size_of(x.dtype())), x.raw_data(), out.raw_data(), strided_box(p, x.shape(), false),
+                        gpu_of(ctx.device()).stream());
+    launched("StridedSlice");
+  }
+ private:
+  ops::strided_slice_masks masks_;
+};
+
+/// The GPU kernel of StridedSliceGrad: zeros, then dy copied where the slice was taken.
+struct gpu_strided_slice_grad final : op_kernel {
+  /// The kernel of node n: its masks are read here, once.
+  explicit gpu_strided_slice_grad(const node& n) : masks_(ops::strided_slice_masks_of(n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor dims_value = host_input(ctx, 0);
+    if (dims_value.rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", dims_value.shape());
+    const auto dims = cpu::int_values(dims_value, "shape");
+    const shape whole = cpu::shape_from_dims(dims, "shape");
+    const auto p = cpu::strided_slice_plan_for(dims, host_input(ctx, 1), host_input(ctx, 2), host_input(ctx, 3), masks_);
+    const tensor dy = device_input(ctx, 4);
+    require_plain(dy, ctx.node());
+    if (dy.shape() != shape(p.dims))
+      fail(error_code::invalid_argument, "dy has shape ", dy.shape(), " where the slice has ", shape(p.dims));
+    tensor& out = ctx.allocate_output(0, whole);
+    const auto& g = gpu_of(ctx.device());
+    if (out.bytes()) check(cudaMemsetAsync(out.raw_data(), 0, out.bytes(), g.stream()), "StridedSliceGrad's zeros");
+    if (dy.num_elements() == 0) return;
+    launch::copy_box_op(static_cast<int>(size_of(dy.dtype())), dy.raw_data(), out.raw_data(), strided_box(p, whole, true), g.stream());
+    launched("StridedSliceGrad");
+  }
+ private:
+  ops::strided_slice_masks masks_;
 };
 
 /// The GPU kernel of Range for dtype T: its few values computed on the host (TensorFlow's
@@ -2924,6 +3004,8 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<gpu_pack>("Pack");
     register_gpu_kernel<gpu_unpack>("Unpack");
     register_gpu_kernel<gpu_reverse>("ReverseV2");
+    register_gpu_kernel<gpu_strided_slice>("StridedSlice");
+    register_gpu_kernel_for<gpu_strided_slice_grad>("StridedSliceGrad", "T", all_but_string);
     register_gpu_kernel<with_host_inputs<cpu::expand_dims_kernel, 1>>("ExpandDims");
     register_gpu_kernel<cpu::squeeze_kernel>("Squeeze");
     register_gpu_kernel_for<gpu_range<std::int32_t>>("Range", "Tidx", {dtype::int32});

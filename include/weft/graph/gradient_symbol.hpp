@@ -317,6 +317,35 @@ inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, cons
   const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
   return indices.then("ScatterNd", {updates, dims});
 }
+/// The shape of a as a tensor of int dtype t (int32 or int64): a constant when a's shape is
+/// known when the graph is built (an int32 dim too large is an error), else a Shape node.
+inline symbol shape_tensor_as(const symbol& a, dtype t) {
+  if (t == dtype::int64) return shape_tensor(a);
+  if (!a.shape().fully_known()) return a.then("Shape", {}, {{"out_type", t}});
+  std::vector<std::int32_t> dims;
+  for (auto d : a.shape().dims()) {
+    if (d > std::numeric_limits<std::int32_t>::max())
+      fail(error_code::invalid_argument, "dim ", d, " of ", a.shape(), " does not fit an int32 shape");
+    dims.push_back(static_cast<std::int32_t>(d));
+  }
+  return constant_in(a, tensor::from_vector(dims));
+}
+/// The masks of a StridedSlice or StridedSliceGrad node, as attrs for another.
+inline attr_map strided_slice_mask_attrs(const node& n) {
+  attr_map m;
+  for (const char* name : {"begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask"})
+    m.set(name, n.attr<std::int64_t>(name));
+  return m;
+}
+/// StridedSlice(a, begin, end, strides) with `masks`.
+inline symbol strided_slice(const symbol& a, const symbol& begin, const symbol& end, const symbol& strides, attr_map masks) {
+  return a.then("StridedSlice", {begin, end, strides}, std::move(masks));
+}
+/// StridedSliceGrad(dims, begin, end, strides, d) with `masks`: d written into zeros of dims.
+inline symbol strided_slice_backprop(const symbol& dims, const symbol& begin, const symbol& end, const symbol& strides, const symbol& d,
+                                     attr_map masks) {
+  return dims.then("StridedSliceGrad", {begin, end, strides, d}, std::move(masks));
+}
 /// TensorScatterUpdate(t, indices, updates): t with the indexed slices replaced.
 inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, const symbol& updates) {
   return t.then("TensorScatterUpdate", {indices, updates});

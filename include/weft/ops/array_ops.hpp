@@ -21,6 +21,9 @@
 ///   Pack(values...; axis)      N values of one shape stacked along a new dim at axis
 ///   Unpack(value; num, axis)   the num slices along axis, that dim removed
 ///   ReverseV2(x, axis)         x with the order along each dim in axis (a vector) reversed
+///   StridedSlice(x, begin, end, strides; masks)  Python's x[b:e:s, ..., i, newaxis]
+///                              (ops/strided_slice.hpp); StridedSliceGrad(shape, begin,
+///                              end, strides, dy; masks) writes dy's slice into zeros of shape
 ///   Range(start, limit, delta) start, start + delta, ... up to limit (excluded); TensorFlow's
 ///                              count: ceil(|limit - start| / |delta|)
 #pragma once
@@ -32,6 +35,7 @@
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
+#include <weft/ops/strided_slice.hpp>
 
 namespace weft::ops {
 
@@ -554,6 +558,44 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> array_op_defs() {
                        c.set_output(0, in);
                      })
                      .build());
+  const auto strided = [](const char* name) {
+    auto b = op_def_builder(name);
+    if (std::string_view(name) == "StridedSlice") b.input("input: T");
+    else b.input("shape: Index");
+    b.input("begin: Index").input("end: Index").input("strides: Index");
+    if (std::string_view(name) == "StridedSliceGrad") b.input("dy: T");
+    b.output("output: T").attr(std::string_view(name) == "StridedSlice" ? "T: any type" : "T: type").attr("Index: {int32, int64}");
+    for (const char* mask : {"begin_mask: int = 0", "end_mask: int = 0", "ellipsis_mask: int = 0", "new_axis_mask: int = 0",
+                             "shrink_axis_mask: int = 0"})
+      b.attr(mask);
+    return b;
+  };
+  defs.push_back(strided("StridedSlice")
+                     .shape_fn([](shape_context& c) {
+                       for (int i = 1; i < 4; ++i) require_rank(c, i, 1, i == 1 ? "begin" : i == 2 ? "end" : "strides");
+                       const auto strides = constant_ints(c, 3);
+                       const auto& in = c.input(0);
+                       if (!strides || !in.rank_known()) return;
+                       const strided_slice_plan p =
+                           plan_strided_slice(in.dims(), constant_ints(c, 1), constant_ints(c, 2), *strides, strided_slice_masks_of(c));
+                       if (!p.error.empty()) c.fail(p.error);
+                       c.set_output(0, partial_shape(p.dims));
+                     })
+                     .build());
+  defs.push_back(strided("StridedSliceGrad")
+                     .shape_fn([](shape_context& c) {
+                       for (int i = 0; i < 4; ++i) require_rank(c, i, 1, i == 0 ? "shape" : i == 1 ? "begin" : i == 2 ? "end" : "strides");
+                       shape_from_input(c, 0);
+                       const auto dims = constant_ints(c, 0);
+                       const auto strides = constant_ints(c, 3);
+                       if (!dims || !strides) return;
+                       const strided_slice_plan p =
+                           plan_strided_slice(*dims, constant_ints(c, 1), constant_ints(c, 2), *strides, strided_slice_masks_of(c));
+                       if (!p.error.empty()) c.fail(p.error);
+                       if (!shapes_compatible(partial_shape(p.dims), c.input(4)))
+                         c.fail("dy has shape ", c.input(4), " where the slice has ", partial_shape(p.dims));
+                     })
+                     .build());
   defs.push_back(op_def_builder("Range")
                      .input("start: Tidx")
                      .input("limit: Tidx")
@@ -624,6 +666,29 @@ struct unpack_grad {
     std::vector<V> parts;
     for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
     return {pack(parts, a.n.template attr<std::int64_t>("axis"))};
+  }
+};
+
+/// The gradient rule of StridedSlice (framework/gradient_rule.hpp): the gradient written
+/// into zeros of the input's shape where the slice was taken (StridedSliceGrad).
+struct strided_slice_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {strided_slice_backprop(shape_tensor_as(a.x[0], a.x[1].type()), a.x[1], a.x[2], a.x[3], a.d(),
+                                   strided_slice_mask_attrs(a.n)),
+            std::nullopt, std::nullopt, std::nullopt};
+  }
+};
+
+/// The gradient rule of StridedSliceGrad (framework/gradient_rule.hpp): dy's gradient is
+/// the slice of the gradient; none for the shape and spec.
+struct strided_slice_grad_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+            strided_slice(a.d(), a.x[1], a.x[2], a.x[3], strided_slice_mask_attrs(a.n))};
   }
 };
 
@@ -816,12 +881,14 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pack, array, gradients::pack_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Unpack, array, gradients::unpack_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReverseV2, array, gradients::reverse_grad)
 WEFT_DETAIL_OP_TYPE(Range, array)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSlice, array, gradients::strided_slice_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSliceGrad, array, gradients::strided_slice_grad_grad)
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The array family as a C++ type: use_kernels<ops::families::array>() registers its ops and kernels.
 struct array {
   static constexpr const char* name = "array";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range>;  ///< its op types
+  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range, StridedSlice, StridedSliceGrad>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_array_ops(); }
 };

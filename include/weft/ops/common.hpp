@@ -16,6 +16,7 @@
 #include <weft/framework/kernel_for.hpp>
 #include <weft/framework/shape_context.hpp>
 #include <weft/framework/static_rule.hpp>
+#include <weft/ops/strided_slice.hpp>
 
 namespace weft::ops {
 
@@ -181,6 +182,14 @@ inline range_count range_size_of(const tensor& start, const tensor& limit, const
     return t.dtype() == dtype::float32 ? static_cast<double>(t.flat<float>()[0]) : t.flat<double>()[0];
   };
   return range_size(real(start), real(limit), real(delta));
+}
+
+/// A StridedSlice's (or StridedSliceGrad's) masks, from its node's attrs.
+template <class Attrs>
+strided_slice_masks strided_slice_masks_of(const Attrs& c) {
+  return {c.template attr<std::int64_t>("begin_mask"), c.template attr<std::int64_t>("end_mask"),
+          c.template attr<std::int64_t>("ellipsis_mask"), c.template attr<std::int64_t>("new_axis_mask"),
+          c.template attr<std::int64_t>("shrink_axis_mask")};
 }
 
 /// Shape function: every output is a scalar.

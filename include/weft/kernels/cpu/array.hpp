@@ -664,6 +664,88 @@ struct reverse_kernel final : op_kernel {
   }
 };
 
+/// The plan of a StridedSlice over an input of dims `dims` from its spec (begin, end and
+/// strides: int vectors of one length) and masks, or an error saying what is wrong.
+inline ops::strided_slice_plan strided_slice_plan_for(const std::vector<std::int64_t>& dims, const tensor& begin, const tensor& end,
+                                                      const tensor& strides, const ops::strided_slice_masks& masks) {
+  if (begin.rank() != 1 || end.rank() != 1 || strides.rank() != 1)
+    fail(error_code::invalid_argument, "begin, end and strides must be vectors, got shapes ", begin.shape(), ", ", end.shape(),
+         " and ", strides.shape());
+  ops::strided_slice_plan p =
+      ops::plan_strided_slice(dims, int_values(begin, "begin"), int_values(end, "end"), int_values(strides, "strides"), masks);
+  if (!p.error.empty()) fail(error_code::invalid_argument, p.error);
+  return p;
+}
+
+/// Copies the elements a StridedSlice plan takes of `whole` (a tensor of that shape) to the
+/// dense `slice` (Scatter false), or back from `slice` into `whole` (Scatter true: the
+/// gradient); runs of the last dim move at once where its stride is 1.
+template <bool Scatter>
+void strided_copy(const ops::strided_slice_plan& p, const tensor& from, tensor& to) {
+  const tensor& whole = Scatter ? to : from;
+  const int rank = whole.rank();
+  std::int64_t n = 1;
+  for (auto c : p.count) n *= c;  // within: the slice's elements, at most the input's
+  if (n == 0) return;
+  std::vector<std::int64_t> strides(static_cast<std::size_t>(rank), 1);
+  for (int d = rank - 2; d >= 0; --d)
+    strides[static_cast<std::size_t>(d)] = strides[static_cast<std::size_t>(d) + 1] * whole.shape()[d + 1];
+  const bool runs = rank > 0 && p.stride[static_cast<std::size_t>(rank) - 1] == 1;
+  const std::int64_t run = runs ? p.count[static_cast<std::size_t>(rank) - 1] : 1;
+  const std::size_t elem = size_of(whole.dtype());
+  const char* src = static_cast<const char*>(from.raw_data());
+  char* dst = static_cast<char*>(to.raw_data());
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(rank), 0);
+  for (std::int64_t k = 0; k < n; k += run) {
+    std::int64_t at = 0;
+    for (std::size_t d = 0; d < idx.size(); ++d) at += (p.begin[d] + idx[d] * p.stride[d]) * strides[d];
+    const std::size_t bytes = static_cast<std::size_t>(run) * elem;  // within: a run of the input's elements
+    if constexpr (Scatter)
+      copy_element_bytes(dst + static_cast<std::size_t>(at) * elem, src + static_cast<std::size_t>(k) * elem, bytes, whole.dtype());
+    else
+      copy_element_bytes(dst + static_cast<std::size_t>(k) * elem, src + static_cast<std::size_t>(at) * elem, bytes, whole.dtype());
+    for (int d = rank - (runs ? 2 : 1); d >= 0; --d) {
+      if (++idx[static_cast<std::size_t>(d)] < p.count[static_cast<std::size_t>(d)]) break;
+      idx[static_cast<std::size_t>(d)] = 0;
+    }
+  }
+}
+
+/// The CPU kernel of StridedSlice: the input itself (reshaped) where the slice takes all of
+/// it in order, else a copy of what it takes.
+struct strided_slice_kernel final : op_kernel {
+  /// The kernel of node n: its masks are read here, once.
+  explicit strided_slice_kernel(const node& n) : masks_(ops::strided_slice_masks_of(n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const auto p = strided_slice_plan_for(x.shape().dims(), ctx.input(1), ctx.input(2), ctx.input(3), masks_);
+    if (p.identity) return ctx.set_output(0, x.reshape(shape(p.dims)));
+    strided_copy<false>(p, x, ctx.allocate_output(0, shape(p.dims)));
+  }
+ private:
+  ops::strided_slice_masks masks_;
+};
+
+/// The CPU kernel of StridedSliceGrad: zeros of the shape, dy written where the slice was taken.
+struct strided_slice_grad_kernel final : op_kernel {
+  /// The kernel of node n: its masks are read here, once.
+  explicit strided_slice_grad_kernel(const node& n) : masks_(ops::strided_slice_masks_of(n)) {}
+  void compute(kernel_context& ctx) const override {
+    if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(0).shape());
+    const auto dims = int_values(ctx.input(0), "shape");
+    const shape whole = shape_from_dims(dims, "shape");
+    const auto p = strided_slice_plan_for(dims, ctx.input(1), ctx.input(2), ctx.input(3), masks_);
+    const tensor& dy = ctx.input(4);
+    if (dy.shape() != shape(p.dims))
+      fail(error_code::invalid_argument, "dy has shape ", dy.shape(), " where the slice has ", shape(p.dims));
+    tensor& out = ctx.allocate_output(0, whole);
+    if (out.bytes()) std::memset(out.raw_data(), 0, out.bytes());  // all-zero bytes are zero for every dtype it takes
+    strided_copy<true>(p, dy, out);
+  }
+ private:
+  ops::strided_slice_masks masks_;
+};
+
 /// Range's values for dtype T into `out` (of range_size_of's count): element i is start +
 /// i delta (integers modulo 2^64 before the cast back, which lands in [start, limit);
 /// floating point computed in double and rounded once, where TensorFlow's CPU kernel adds
@@ -735,6 +817,8 @@ void register_array_kernels() {
   register_cpu_kernel<pack_kernel>("Pack");
   register_cpu_kernel<unpack_kernel>("Unpack");
   register_cpu_kernel<reverse_kernel>("ReverseV2");
+  register_cpu_kernel<strided_slice_kernel>("StridedSlice");
+  register_cpu_kernel<strided_slice_grad_kernel>("StridedSliceGrad");
   register_for<range_kernel>("Range", "Tidx", type_list<std::int32_t, std::int64_t, float, double>{});
 }
 
@@ -903,6 +987,18 @@ template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::ReverseV2, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::reverse_kernel>("ReverseV2"); }
+};
+/// Typed code's registration of StridedSlice's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::StridedSlice, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::strided_slice_kernel>("StridedSlice"); }
+};
+/// Typed code's registration of StridedSliceGrad's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::StridedSliceGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::strided_slice_grad_kernel>("StridedSliceGrad"); }
 };
 /// Typed code's registration of Range's CPU kernel for dtype T (framework/kernel_for.hpp).
 template <class T>
