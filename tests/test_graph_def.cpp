@@ -183,6 +183,44 @@ TEST_CASE("GraphDef: a frozen TensorFlow graph encoded by protoc imports and run
   test::check_close(std::vector<double>(got.begin(), got.end()), want, 1e-5);
 }
 
+TEST_CASE("GraphDef: TensorFlow 2's dynamic-shape array ops import and run at any batch") {
+  const std::string bytes = gd_slurp(gd_data / "dynamic_tf.pb");
+  REQUIRE(!bytes.empty());
+  if (test::have_protoc()) {  // the committed bytes are what protoc makes of the text
+    test::temp_dir dir("weft_graph_def_encode");
+    const std::string cmd = "protoc --encode=tensorflow.GraphDef -I " + gd_data.string() + " " +
+                            (gd_data / "tensorflow_graph.proto").string() + " < " + (gd_data / "dynamic_tf.pbtxt").string() +
+                            " > " + (dir.path / "out.pb").string();
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    CHECK(gd_slurp(dir.path / "out.pb") == bytes);
+  }
+  ops::register_standard_ops();
+  graph g;
+  import_graph_def(g, bytes);
+  CHECK(g["add"].op() == "Add");  // AddV2, TensorFlow 2's spelling
+  // Pack's [batch, -1] is not a constant: the rank is known when built, the dims when run
+  // (TensorFlow's shape inference follows the values through Shape, StridedSlice and Pack).
+  CHECK(g["flatten/Reshape"].output_shape(0) == partial_shape::unknown_of_rank(2));
+  CHECK(g["out"].output_shape(0) == partial_shape{unknown_dim, 2});
+  session s(g, test::one_thread());
+  for (std::int64_t batch : {1, 3}) {  // (batch 0 fails in TensorFlow too: Reshape cannot size -1 of no elements)
+    INFO("batch " << batch);
+    std::vector<float> x(static_cast<std::size_t>(batch * 6));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.5f * static_cast<float>(i) - 2;
+    // Naive: each row of 6 reversed, doubled, plus 0..5; the result's elements 5 and 0.
+    std::vector<float> want;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      float row[6];
+      for (int j = 0; j < 6; ++j) row[j] = 2 * x[static_cast<std::size_t>(b * 6 + 5 - j)] + static_cast<float>(j);
+      want.push_back(row[5]);
+      want.push_back(row[0]);
+    }
+    const tensor out = s.run({{"x", tensor::from_vector(x, shape{batch, 2, 3})}}, {"out"})[0];
+    CHECK(out.shape() == shape{batch, 2});
+    CHECK(out.to_vector<float>() == want);
+  }
+}
+
 TEST_CASE("GraphDef: protoc decodes what weft writes, attrs of every kind") {
   static const bool registered = [] {
     register_op(op_def_builder("TestGraphDefAttrs")

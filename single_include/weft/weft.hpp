@@ -9750,9 +9750,9 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(graph& g, const loo
 ///               field; fewer values than elements repeat the last one (TensorFlow's rule),
 ///               none are zeros.
 /// Reading drops attrs whose names start with '_' (TensorFlow's private ones) but "_class",
-/// renames VariableV2 to Variable, drops attrs TensorFlow sets that weft's op lacks only where
-/// they hold the value weft's op computes with (use_cudnn_on_gpu, explicit_paddings = [],
-/// grad_a/grad_b = false, dilations of 1), and fails, naming every node, op and attr, on ops
+/// renames VariableV2 to Variable and AddV2 to Add, drops attrs TensorFlow sets that weft's op
+/// lacks only where they hold the value weft's op computes with (use_cudnn_on_gpu,
+/// explicit_paddings = [], grad_a/grad_b = false, dilations of 1, Cast's Truncate = false), and fails, naming every node, op and attr, on ops
 /// weft does not have and on other attrs it does not know.
 
 #include <algorithm>
@@ -10617,6 +10617,7 @@ WEFT_DETAIL_RUNTIME_INLINE read_attr read_attr_value(std::string_view bytes, con
 /// the same thing: such an attr is dropped on import.
 inline bool harmless_tensorflow_attr(std::string_view key, const attr_value& v) {
   if (key == "use_cudnn_on_gpu") return v.kind() == attr_kind::boolean;
+  if (key == "Truncate") return v.get_if<bool>() && !*v.get_if<bool>();  // Cast's: false rounds, as weft's Cast
   if (key == "grad_a" || key == "grad_b") return v.get_if<bool>() && !*v.get_if<bool>();
   if (key == "explicit_paddings") {
     const auto* l = v.get_if<std::vector<std::int64_t>>();
@@ -10722,6 +10723,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<node_spec> parse_graph_def(std::string_vi
     if (s.name.empty()) fail(error_code::invalid_argument, where, " (", s.op, "): has no name");
     if (s.op.empty()) fail(error_code::invalid_argument, who, ": has no op");
     if (s.op == "VariableV2") s.op = "Variable";
+    if (s.op == "AddV2") s.op = "Add";  // TensorFlow 2's Add: the same op on numbers, weft's Add
     const op_def* def = op_registry::global().find(s.op);
     if (!def && ops::standard_op_family(s.op) == "control") {
       ops::register_control_flow_ops();
