@@ -500,6 +500,42 @@ TEST_CASE("dsl: shape ops and reductions match hand-computed values", "[dsl]") {
   CHECK(s.run(exp(constant(0.0f)) + 1.0f).scalar() == 2.0f);
 }
 
+TEST_CASE("dsl: expand_dims squeeze stack unstack reverse and add_n have static shapes and hand values", "[dsl]") {
+  auto m = constant<float>({1, 2, 3, 4, 5, 6}, dims<2, 3>);
+  auto p = placeholder<float>("p", dims<dyn, 3>);
+  auto e = expand_dims<-1>(m);
+  auto st = stack<1>(m, m * 10.0f);
+  auto parts = unstack<3, 1>(m);
+  auto r = reverse(m, axes<1>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(e)>, static_shape<2, 3, 1>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(expand_dims<0>(p))>, static_shape<1, dyn, 3>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(squeeze(e, axes<2>))>, static_shape<2, 3>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(squeeze(expand_dims<1>(e)))>, static_shape<2, 3>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(squeeze(expand_dims<0>(p), axes<0>))>, static_shape<dyn, 3>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(st)>, static_shape<2, 2, 3>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(stack<-1>(p, m))>, static_shape<2, 3, 2>>);  // m fixes p's dyn dim
+  STATIC_REQUIRE(std::is_same_v<decltype(parts), std::array<std::remove_cvref_t<decltype(parts[0])>, 3>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(parts[0])>, static_shape<2>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(unstack<3, 1>(p)[0])>, static_shape<dyn>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(r)>, static_shape<2, 3>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(add_n(p, m, p))>, static_shape<2, 3>>);
+  client_session s;
+  CHECK(s.run(e).shape() == shape{2, 3, 1});
+  CHECK(s.run(squeeze(e, axes<-1>)).to_vector() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(s.run(st).to_vector() == std::vector<float>{1, 2, 3, 10, 20, 30, 4, 5, 6, 40, 50, 60});
+  CHECK(s.run(parts[0]).to_vector() == std::vector<float>{1, 4});
+  CHECK(s.run(parts[2]).to_vector() == std::vector<float>{3, 6});
+  CHECK(s.run(r).to_vector() == std::vector<float>{3, 2, 1, 6, 5, 4});
+  CHECK(s.run(reverse(m, axes<0, -1>)).to_vector() == std::vector<float>{6, 5, 4, 3, 2, 1});
+  CHECK(s.run(add_n(m, r, m)).to_vector() == std::vector<float>{5, 6, 7, 14, 15, 16});
+  CHECK(s.run(add_n(constant(2.5))).scalar() == 2.5);
+  // The fed operand's dyn dim checked when run, naming the node.
+  auto fed = tensor_of<float, 2>(std::vector<float>(9, 1.0f), {3, 3});
+  CHECK_THROWS_WITH(s.run(stack<0>(p, m), feed(p, fed)), Catch::Contains("(Pack)") && Catch::Contains("value 1 has shape [2,3], value 0 [3,3]"));
+  CHECK_THROWS_WITH(s.run(unstack<2, 0>(p)[0], feed(p, fed)), Catch::Contains("(Unpack)") && Catch::Contains("has size 3, not num = 2"));
+  CHECK_THROWS_WITH(s.run(add_n(p, m), feed(p, fed)), Catch::Contains("(AddN)") && Catch::Contains("input 1 has shape [2,3]"));
+}
+
 TEST_CASE("dsl: a client_session saves its variables and restores them all or none", "[dsl][checkpoint]") {
   const auto dir = std::filesystem::temp_directory_path() / ("weft_dsl_ckpt_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);

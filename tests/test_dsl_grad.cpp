@@ -289,6 +289,31 @@ TEST_CASE("dsl grad: is_nan is_inf and is_finite fuse as masks and check_numeric
   }
 }
 
+TEST_CASE("dsl grad: through unstack stack reverse expand_dims squeeze and add_n", "[dsl][grad]") {
+  auto x = placeholder<double>("x", dims<2, 3>);
+  auto w = placeholder<double>("w", dims<3>);
+  const std::vector<double> c{1, 2, 3, 4, 5, 6}, k{0.5, -1, 2};
+  auto rows = unstack<2, 0>(x);
+  auto st = stack<1>(rows[1], w);  // [3, 2]: (x1[i], w[i])
+  // y = sum(C * reverse(st)^2) + sum(k * (x0 + w + w)), reverse along dim 0.
+  auto turned = squeeze(expand_dims<0>(reverse(st, axes<0>)), axes<0>);
+  auto y = reduce_sum(constant(c, dims<3, 2>) * square(turned)) + reduce_sum(constant(k, dims<3>) * add_n(rows[0], w, w));
+  auto [dx, dw] = grad(y, x, w);
+  client_session s;
+  const std::vector<double> xv{1, -2, 3, 0.5, -1.5, 2}, wv{-1, 2, 0.25};
+  auto [gx, gw] = s.run(fetch(dx, dw), feed(x, tensor_of<double, 2>(xv, {2, 3})), feed(w, tensor_of<double, 1>(wv, {3})));
+  // Row i of the reversed stack is st[2 - i], weighted by c[2i] (x1) and c[2i + 1] (w).
+  std::vector<double> want_x(6), want_w(3);
+  for (int i = 0; i < 3; ++i) {
+    const auto at = static_cast<std::size_t>(i), from = static_cast<std::size_t>(2 - i);
+    want_x[at] = k[at];
+    want_x[3 + at] = 2 * c[2 * from] * xv[3 + at];
+    want_w[at] = 2 * c[2 * from + 1] * wv[at] + 2 * k[at];
+  }
+  check_close(gx.flat(), want_x, 1e-12);
+  check_close(gw.flat(), want_w, 1e-12);
+}
+
 TEST_CASE("dsl grad: through reduce_prod (zeros included) and gather", "[dsl][grad]") {
   auto x = placeholder<double>("x", dims<2, 3>);
   auto w = placeholder<double>("w", dims<4, 2>);

@@ -112,6 +112,12 @@ TEST_CASE("the static shape rules agree with the graph's shape functions") {
   same_as_rule(g, "Pad", {input(g, {3, 5}), g.constant(tensor::of<std::int32_t>({2, 2}, {1, 2, 0, 4})).out(0)}, {},
                rules::pad(dims<2>{3, 5}, dims<4>{1, 2, 0, 4}));
   same_as_rule(g, "Tile", {input(g, {2, 5}), i32_vector(g, {3, 0})}, {}, rules::tile(dims<2>{2, 5}, dims<2>{3, 0}));
+  same_as_rule(g, "ExpandDims", {input(g, {2, -1}), scalar_int(g, -1)}, {}, rules::expand_dims(dims<2>{2, -1}, -1));
+  same_as_rule(g, "ExpandDims", {input(g, {2, -1}), scalar_int(g, 1)}, {}, rules::expand_dims(dims<2>{2, -1}, 1));
+  same_as_rule(g, "Squeeze", {input(g, {1, 4, 1})}, {}, rules::squeeze<dims<3>{1, 4, 1}>());
+  same_as_rule(g, "Squeeze", {input(g, {1, -1, 1})}, {{"squeeze_dims", V{-1, 0}}}, rules::squeeze<dims<3>{1, -1, 1}, -1, 0>());
+  same_as_rule(g, "Pack", {input(g, {-1, 3}), input(g, {4, -1}), input(g, {-1, -1})}, {{"N", std::int64_t{3}}, {"axis", std::int64_t{1}}},
+               rules::stack(1, dims<2>{-1, 3}, dims<2>{4, -1}, dims<2>{-1, -1}));
   same_as_rule(g, "GatherV2", {input(g, {5, 6, 7}), g.placeholder(dtype::int32, {2, 3}).out(0), scalar_int(g, 1)}, {},
                rules::gather<dims<3>{5, 6, 7}, dims<2>{2, 3}, 1>());
   same_as_rule(g, "GatherNd", {input(g, {5, 6, 7}), g.placeholder(dtype::int32, {4, 2}).out(0)}, {},

@@ -3370,6 +3370,7 @@ struct core {
 ///   Range(start, limit, delta) start, start + delta, ... up to limit (excluded); TensorFlow's
 ///                              count: ceil(|limit - start| / |delta|)
 
+#include <array>
 #include <vector>
 
 
@@ -3469,6 +3470,50 @@ constexpr dims<N + 1> one_hot(const dims<N>& indices, std::int64_t depth) {
   dims<N + 1> out{};
   for (std::size_t d = 0; d < N; ++d) out[d] = indices[d];
   out[N] = depth;
+  return out;
+}
+/// ExpandDims at `axis` (in [-N - 1, N]): a dim of 1 inserted there.
+template <std::size_t N>
+constexpr dims<N + 1> expand_dims(const dims<N>& x, std::int64_t axis) {
+  dims<N + 1> out{};
+  const auto at = static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::int64_t>(N) + 1 : axis);
+  for (std::size_t i = 0, j = 0; i <= N; ++i) out[i] = i == at ? 1 : x[j++];
+  return out;
+}
+/// Which dims of X Squeeze with `Axes` (none: every dim of 1) removes.
+template <auto X, std::int64_t... Axes>
+constexpr std::array<bool, X.size()> squeezed() {
+  std::array<bool, X.size()> gone{};
+  constexpr auto n = static_cast<std::int64_t>(X.size());
+  if constexpr (sizeof...(Axes) == 0) {
+    for (std::size_t d = 0; d < X.size(); ++d) gone[d] = X[d] == 1;
+  } else {
+    ((gone[static_cast<std::size_t>(Axes < 0 ? Axes + n : Axes)] = true), ...);
+  }
+  return gone;
+}
+/// Squeeze of X with `Axes` (none: every dim of 1): those dims removed.
+template <auto X, std::int64_t... Axes>
+constexpr auto squeeze() {
+  constexpr auto gone = squeezed<X, Axes...>();
+  constexpr std::size_t removed = [] {
+    std::size_t k = 0;
+    for (bool g : squeezed<X, Axes...>()) k += g ? 1 : 0;
+    return k;
+  }();
+  dims<X.size() - removed> out{};
+  for (std::size_t d = 0, j = 0; d < X.size(); ++d)
+    if (!gone[d]) out[j++] = X[d];
+  return out;
+}
+/// Pack of values of one shape along `axis` (in [-N - 1, N]): their dims merged (a static
+/// dim of one fixes the others' unknown one), the count inserted at axis.
+template <std::size_t N, class... Rest>
+constexpr dims<N + 1> stack(std::int64_t axis, const dims<N>& first, const Rest&... rest) {
+  auto merged = first;
+  for (std::size_t d = 0; d < N; ++d) ((merged[d] = merged[d] < 0 ? rest[d] : merged[d]), ...);
+  auto out = expand_dims(merged, axis);
+  out[static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::int64_t>(N) + 1 : axis)] = 1 + sizeof...(Rest);
   return out;
 }
 }  // namespace static_rules
@@ -32589,7 +32634,8 @@ auto argmin(const A& a, axis_list<Axis>) {
 /// @file
 /// The DSL's shape, array and matrix ops: reshape, transpose, concat, identity, zeros_like,
 /// ones_like, slice, pad, tile, gather, gather_nd,
-/// tensor_scatter_update, tensor_scatter_add, one_hot, split,
+/// tensor_scatter_update, tensor_scatter_add, one_hot, split, expand_dims, squeeze, stack,
+/// unstack, reverse, add_n,
 /// shape_tensor / rank_tensor / size_tensor, batch_matmul, matrix_inverse and
 /// matrix_determinant. Sizes, offsets and axes are template arguments, so the result's static
 /// shape is computed at compile time and static dims are checked there; dyn dims are checked
@@ -32737,6 +32783,11 @@ WEFT_DETAIL_DIM_CHECK(slice_bounds, "weft::slice: offset + size exceeds the oper
 WEFT_DETAIL_DIM_CHECK(pad_count, "weft::pad: paddings need two entries (before, after) per dimension");
 WEFT_DETAIL_DIM_CHECK(tile_count, "weft::tile: the number of multiples differs from the operand's rank");
 WEFT_DETAIL_DIM_CHECK(split_divides, "weft::split: the dimension does not divide into equal parts");
+WEFT_DETAIL_DIM_CHECK(stack_ranks, "weft::stack/add_n: operands have different ranks");
+WEFT_DETAIL_DIM_CHECK(stack_dims, "weft::stack/add_n: operands differ in a dimension");
+WEFT_DETAIL_TYPE_CHECK(stack_dtypes, "weft::stack/add_n: operands have different dtypes");
+WEFT_DETAIL_DIM_CHECK(squeeze_one, "weft::squeeze: a named dimension is not 1");
+WEFT_DETAIL_DIM_CHECK(unstack_count, "weft::unstack: the dimension along the axis is not the number of parts");
 WEFT_DETAIL_DIM_CHECK(gather_axis, "weft::gather: the axis is out of range for the params' rank");
 WEFT_DETAIL_SUPPORT_CHECK(gather_indices, "weft::gather: indices must be int32 or int64");
 WEFT_DETAIL_SUPPORT_CHECK(nd_indices, "weft::gather_nd/tensor_scatter_*: indices must be int32 or int64");
@@ -32951,6 +33002,136 @@ auto split(const A& a) {
     return std::array<E, N>{
         E(Op{"Split", {{0, {axis}, {}, dtype::int32}}, {{"num_split", N}}, static_cast<int>(K)}, a)...};
   }(std::make_index_sequence<static_cast<std::size_t>(N)>{});
+}
+
+// ---- expand_dims, squeeze, stack, unstack, reverse, add_n ---------------------------------
+
+namespace detail {
+/// Dim Axis of S for squeeze's check: 1 where it is dyn (checked when run).
+template <class S, std::int64_t Axis>
+constexpr std::int64_t squeezed_dim() {
+  const std::int64_t d = dim_or(S::values, static_cast<std::size_t>(Axis < 0 ? Axis + S::rank : Axis));
+  return d < 0 ? 1 : d;
+}
+/// The operands of stack and add_n: one rank, dims that agree where static, one dtype.
+template <class First, class... Rest>
+constexpr void check_same_shapes() {
+  [[maybe_unused]] constexpr int rank = shape_of<First>::rank;
+  constexpr std::array<std::int64_t, 2> rank_conflict = [] {
+    std::array<std::int64_t, 2> out{0, 0};
+    ((shape_of<Rest>::rank != rank && out[0] == out[1] ? (out = {rank, shape_of<Rest>::rank}, 0) : 0), ...);
+    return out;
+  }();
+  (void)check::stack_ranks<rank_conflict[0], rank_conflict[1]>::value;
+  constexpr std::array<std::int64_t, 2> dim_conflict = [] {
+    std::array<std::int64_t, 2> out{0, 0};
+    [[maybe_unused]] const auto one = [&](const auto& values) {
+      for (std::size_t d = 0; d < values.size() && d < shape_of<First>::values.size(); ++d) {
+        const auto p = static_pair(shape_of<First>::values[d], values[d]);
+        if (out[0] == out[1] && p[0] != p[1]) out = p;
+      }
+    };
+    (one(shape_of<Rest>::values), ...);
+    return out;
+  }();
+  (void)check::stack_dims<dim_conflict[0], dim_conflict[1]>::value;
+  ((void)check::stack_dtypes<value_type_of<First>, value_type_of<Rest>>::value, ...);
+}
+}  // namespace detail
+
+/// expand_dims<1>(x): x with a dim of 1 inserted at the axis (in [-rank - 1, rank]; -1 the
+/// last place), a view of x (TensorFlow's ExpandDims).
+template <std::int64_t Axis, expression A>
+auto expand_dims(const A& a) {
+  using S = shape_of<A>;
+  static_assert(Axis >= -S::rank - 1 && Axis <= S::rank, "weft::expand_dims: the axis is out of range [-rank - 1, rank]");
+  constexpr auto out = ops::static_rules::expand_dims(S::values, Axis);
+  using Op = detail::array_op<ops::ExpandDims>;
+  return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(Op{"ExpandDims", {{1, {Axis}, {}, dtype::int32}}, {}}, a);
+}
+
+/// squeeze(x, axes<0, 2>): x without those dims, each 1 (a dyn one is checked when run);
+/// squeeze(x): without every dim of 1, which needs every dim static (TensorFlow's Squeeze).
+template <expression A, std::int64_t... Axes>
+auto squeeze(const A& a, axis_list<Axes...> = {}) {
+  using S = shape_of<A>;
+  static_assert(((Axes >= -S::rank && Axes < S::rank) && ...), "weft::squeeze: an axis is out of range for the operand's rank");
+  static_assert(sizeof...(Axes) > 0 || S::fully_static,
+                "weft::squeeze: without axes every dimension must be static (name the axes to squeeze a dyn one)");
+  (void)(check::squeeze_one<detail::squeezed_dim<S, Axes>(), 1>::value && ...);
+  constexpr auto out = ops::static_rules::squeeze<S::values, Axes...>();
+  using Op = detail::array_op<ops::Squeeze>;
+  return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
+      Op{"Squeeze", {}, {{"squeeze_dims", std::vector<std::int64_t>{Axes...}}}}, a);
+}
+
+
+/// stack<0>(a, b, ...): the operands (one shape) stacked along a new dim at the axis (in
+/// [-rank - 1, rank]), TensorFlow's Pack.
+template <std::int64_t Axis, expression First, expression... Rest>
+auto stack(const First& first, const Rest&... rest) {
+  using S = shape_of<First>;
+  detail::check_same_shapes<First, Rest...>();
+  static_assert(Axis >= -S::rank - 1 && Axis <= S::rank, "weft::stack: the axis is out of range [-rank - 1, rank]");
+  constexpr auto out = ops::static_rules::stack(Axis, S::values, shape_of<Rest>::values...);
+  using Op = detail::array_op<ops::Pack>;
+  return op_expr<Op, value_type_of<First>, detail::shape_from_array_t<out>, First, Rest...>(
+      Op{"Pack", {}, {{"N", static_cast<std::int64_t>(1 + sizeof...(Rest))}, {"axis", Axis}}}, first, rest...);
+}
+
+/// unstack<3, 1>(x): the 3 slices of x along axis 1, that dim removed, as a std::array of
+/// expressions (one Unpack node with three outputs); the dim must be 3 (a dyn one is checked
+/// when run).
+template <std::int64_t N, std::int64_t Axis, expression A>
+auto unstack(const A& a) {
+  using S = shape_of<A>;
+  static_assert(N >= 0, "weft::unstack: the number of parts must be non-negative");
+  static_assert(S::rank >= 1, "weft::unstack: the operand must have rank at least 1");
+  constexpr std::int64_t axis = Axis < 0 ? Axis + S::rank : Axis;
+  static_assert(axis >= 0 && axis < S::rank, "weft::unstack: the axis is out of range for the operand's rank");
+  constexpr std::int64_t dim = S::values[static_cast<std::size_t>(axis)];
+  (void)check::unstack_count<dim < 0 ? N : dim, N>::value;
+  constexpr auto out = [] {
+    std::array<std::int64_t, static_cast<std::size_t>(S::rank - 1)> d{};
+    for (std::size_t i = 0, j = 0; i < S::values.size(); ++i)
+      if (static_cast<std::int64_t>(i) != axis) d[j++] = S::values[i];
+    return d;
+  }();
+  using Op = detail::array_op<ops::Unpack>;
+  using E = op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>;
+  return [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return std::array<E, static_cast<std::size_t>(N)>{E(Op{"Unpack", {}, {{"num", N}, {"axis", axis}}, static_cast<int>(K)}, a)...};
+  }(std::make_index_sequence<static_cast<std::size_t>(N)>{});
+}
+
+/// reverse(x, axes<0, 2>): x with the order along those dims reversed (TensorFlow's ReverseV2).
+template <expression A, std::int64_t... Axes>
+auto reverse(const A& a, axis_list<Axes...>) {
+  using S = shape_of<A>;
+  static_assert(((Axes >= -S::rank && Axes < S::rank) && ...), "weft::reverse: an axis is out of range for the operand's rank");
+  using Op = detail::array_op<ops::ReverseV2>;
+  return op_expr<Op, value_type_of<A>, S, A>(
+      Op{"ReverseV2", {{1, {Axes...}, {static_cast<std::int64_t>(sizeof...(Axes))}, dtype::int32}}, {}}, a);
+}
+
+/// add_n(a, b, ...): the sum of operands of one shape and dtype in one node (TensorFlow's
+/// AddN: no broadcasting), its gradient each operand's.
+template <expression First, expression... Rest>
+auto add_n(const First& first, const Rest&... rest) {
+  detail::check_same_shapes<First, Rest...>();
+  using T = value_type_of<First>;
+  constexpr auto out = [] {  // the dims merged: a static dim of one fixes the others' dyn one
+    auto m = shape_of<First>::values;
+    [[maybe_unused]] const auto one = [&](const auto& v) {
+      for (std::size_t d = 0; d < m.size() && d < v.size(); ++d)
+        if (m[d] < 0) m[d] = v[d];
+    };
+    (one(shape_of<Rest>::values), ...);
+    return m;
+  }();
+  using S = detail::shape_from_array_t<out>;
+  using Op = detail::array_op<ops::AddN, T>;
+  return op_expr<Op, T, S, First, Rest...>(Op{"AddN", {}, {{"N", static_cast<std::int64_t>(1 + sizeof...(Rest))}}}, first, rest...);
 }
 
 // ---- shape_tensor, rank_tensor, size_tensor -----------------------------------------------

@@ -28,6 +28,7 @@
 ///                              count: ceil(|limit - start| / |delta|)
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include <weft/core/prebuilt.hpp>
@@ -133,6 +134,50 @@ constexpr dims<N + 1> one_hot(const dims<N>& indices, std::int64_t depth) {
   dims<N + 1> out{};
   for (std::size_t d = 0; d < N; ++d) out[d] = indices[d];
   out[N] = depth;
+  return out;
+}
+/// ExpandDims at `axis` (in [-N - 1, N]): a dim of 1 inserted there.
+template <std::size_t N>
+constexpr dims<N + 1> expand_dims(const dims<N>& x, std::int64_t axis) {
+  dims<N + 1> out{};
+  const auto at = static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::int64_t>(N) + 1 : axis);
+  for (std::size_t i = 0, j = 0; i <= N; ++i) out[i] = i == at ? 1 : x[j++];
+  return out;
+}
+/// Which dims of X Squeeze with `Axes` (none: every dim of 1) removes.
+template <auto X, std::int64_t... Axes>
+constexpr std::array<bool, X.size()> squeezed() {
+  std::array<bool, X.size()> gone{};
+  constexpr auto n = static_cast<std::int64_t>(X.size());
+  if constexpr (sizeof...(Axes) == 0) {
+    for (std::size_t d = 0; d < X.size(); ++d) gone[d] = X[d] == 1;
+  } else {
+    ((gone[static_cast<std::size_t>(Axes < 0 ? Axes + n : Axes)] = true), ...);
+  }
+  return gone;
+}
+/// Squeeze of X with `Axes` (none: every dim of 1): those dims removed.
+template <auto X, std::int64_t... Axes>
+constexpr auto squeeze() {
+  constexpr auto gone = squeezed<X, Axes...>();
+  constexpr std::size_t removed = [] {
+    std::size_t k = 0;
+    for (bool g : squeezed<X, Axes...>()) k += g ? 1 : 0;
+    return k;
+  }();
+  dims<X.size() - removed> out{};
+  for (std::size_t d = 0, j = 0; d < X.size(); ++d)
+    if (!gone[d]) out[j++] = X[d];
+  return out;
+}
+/// Pack of values of one shape along `axis` (in [-N - 1, N]): their dims merged (a static
+/// dim of one fixes the others' unknown one), the count inserted at axis.
+template <std::size_t N, class... Rest>
+constexpr dims<N + 1> stack(std::int64_t axis, const dims<N>& first, const Rest&... rest) {
+  auto merged = first;
+  for (std::size_t d = 0; d < N; ++d) ((merged[d] = merged[d] < 0 ? rest[d] : merged[d]), ...);
+  auto out = expand_dims(merged, axis);
+  out[static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::int64_t>(N) + 1 : axis)] = 1 + sizeof...(Rest);
   return out;
 }
 }  // namespace static_rules
