@@ -206,7 +206,8 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "SquaredDifference", "Elu", "Selu", "Relu6", "IsNan", "IsInf", "IsFinite", "Tan", "Asin",
                          "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Atan2", "FloorDiv",
                          "FloorMod", "ExpandDims", "Squeeze", "Pack", "Unpack", "ReverseV2", "Range", "AddN",
-                         "StridedSlice", "StridedSliceGrad"}) {
+                         "StridedSlice", "StridedSliceGrad", "SplitV", "StopGradient", "PreventGradient", "Snapshot",
+                         "EnsureShape"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -627,7 +628,7 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
                          "TruncatedNormal", "Dropout", "MaxPoolGrad", "Transpose", "ConcatV2", "Split", "Slice", "Pad", "Tile",
                          "UnsortedSegmentSum", "GatherNd", "ScatterNd", "SumToShape", "OneHot", "SoftmaxCrossEntropyWithLogits",
                          "L2Loss", "ApplyAdagrad", "ApplyRMSProp", "ExpandDims", "Squeeze", "Pack", "Unpack", "ReverseV2",
-                         "Range", "AddN", "StridedSlice", "StridedSliceGrad"}) {
+                         "Range", "AddN", "StridedSlice", "StridedSliceGrad", "SplitV", "Snapshot"}) {
     INFO(op);
     CHECK(checked.count(op));
   }

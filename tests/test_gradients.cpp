@@ -265,6 +265,16 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
          return op(g, "StridedSliceGrad", {ints(g, {3, 4}), ints(g, {0, 3}), ints(g, {0, 0}), ints(g, {2, -2}), x[0]},
                    {{"begin_mask", std::int64_t{1}}, {"end_mask", std::int64_t{1}}});
        }, {{{2, 2}, -1, 1}}},
+      {"SplitV, one output unused", [](graph& g, const std::vector<output>& x) {
+         const node& parts = g.op("SplitV", {x[0], ints(g, {1, -1, 2}), g.constant(tensor::scalar(std::int32_t{1}))},
+                                  {{"num_split", std::int64_t{3}}});
+         return op(g, "Add", {op(g, "Sum", {op(g, "Mul", {parts.out(0), parts.out(0)}), ints(g, {1})}, {{"keep_dims", true}}),
+                              op(g, "Sum", {parts.out(2), ints(g, {1})}, {{"keep_dims", true}})});
+       }, {{{2, 5}, -1, 1}}},
+      {"Snapshot", unary("Snapshot"), {m23}},
+      {"EnsureShape", [](graph& g, const std::vector<output>& x) {
+         return op(g, "EnsureShape", {x[0]}, {{"shape", partial_shape{unknown_dim, 3}}});
+       }, {m23}},
       {"AddN", [](graph& g, const std::vector<output>& x) { return op(g, "AddN", {x[0], x[1], x[0]}, {{"N", std::int64_t{3}}}); },
        {m23, {{2, 3}, -0.3, 0.8}}},
       {"BiasAdd", binary("BiasAdd"), {m23, row3}},
@@ -391,6 +401,23 @@ TEST_CASE("gradients: a node's gradient goes to the device the node asked for, u
     const double e = std::exp(double(xv[i]) * xv[i]), t = std::tanh(e);
     CHECK(got[i] == Approx((1 - t * t) * e * 2 * xv[i]).epsilon(1e-5));
   }
+}
+
+TEST_CASE("gradients: none flows through StopGradient and PreventGradient's is an error with its message", "[gradients]") {
+  graph g;
+  const output x = g.placeholder(dtype::float64, partial_shape{3}, "x");
+  // y = x * x + StopGradient(x) * x: dy/dx = 2x + x, the stopped factor a constant.
+  const output y = op(g, "Add", {op(g, "Mul", {x, x}), op(g, "Mul", {op(g, "StopGradient", {x}), x})});
+  const auto dx = add_gradients(g, {y}, {x});
+  const auto only = add_gradients(g, {op(g, "StopGradient", {x})}, {x});  // only through StopGradient: zeros
+  session s(g, one_thread());
+  const tensor got = s.run({{"x", tensor::from_vector(std::vector<double>{1, -2, 0.5})}}, {dx[0]})[0];
+  CHECK(got.to_vector<double>() == std::vector<double>{3, -6, 1.5});
+  CHECK(s.run({{"x", tensor::from_vector(std::vector<double>{1, -2, 0.5})}}, {only[0]})[0].to_vector<double>() ==
+        std::vector<double>{0, 0, 0});
+  const output p = g.op("PreventGradient", {x}, {{"message", std::string("not differentiable here")}}, "guard").out(0);
+  require_error([&] { add_gradients(g, {op(g, "Square", {p})}, {x}); },
+                {"gradient explicitly disabled at node 'guard' (PreventGradient)", "Reason: not differentiable here"});
 }
 
 TEST_CASE("gradients: Abs's gradient is d * sign(x), 0 at 0, as TensorFlow's", "[gradients]") {

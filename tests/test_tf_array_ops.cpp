@@ -401,3 +401,54 @@ TEST_CASE("StridedSliceGrad writes dy into zeros where the slice was taken") {
   test::require_error([&] { g.op("StridedSliceGrad", {vec({3, 4}), vec({0}), vec({1}), vec({1}), tc<float>(g, {2, 4}, seq(8))}, {}, "wrong_dy"); },
                       {"wrong_dy", "dy has shape [2,4] where the slice has [1,4]"});
 }
+
+TEST_CASE("SplitV cuts parts of the given sizes and one -1 takes the rest") {
+  graph g;
+  const output x = tc<float>(g, {2, 5}, seq(10));
+  const node& parts = g.op("SplitV", {x, tc<std::int64_t>(g, {3}, {1, -1, 0}), scalar_i32(g, -1)}, {{"num_split", std::int64_t{3}}});
+  CHECK(parts.output_shape(0) == partial_shape{2, 1});
+  CHECK(parts.output_shape(1) == partial_shape{2, 4});
+  CHECK(parts.output_shape(2) == partial_shape{2, 0});
+  CHECK(eval(g, parts.out(0)).to_vector<float>() == std::vector<float>{0, 5});
+  CHECK(eval(g, parts.out(1)).to_vector<float>() == std::vector<float>{1, 2, 3, 4, 6, 7, 8, 9});
+  CHECK(eval(g, parts.out(2)).shape() == shape{2, 0});
+  const node& rows = g.op("SplitV", {x, tc<std::int32_t>(g, {2}, {2, 0}), scalar_i32(g, 0)}, {{"num_split", std::int64_t{2}}});
+  CHECK(eval(g, rows.out(0)).to_vector<float>() == seq(10));
+  test::require_error([&] { g.op("SplitV", {x, tc<std::int64_t>(g, {2}, {1, 3}), scalar_i32(g, 1)}, {{"num_split", std::int64_t{2}}}, "short"); },
+                      {"short", "(SplitV)", "sizes sum to 4, not the dim's 5"});
+  test::require_error([&] { g.op("SplitV", {x, tc<std::int64_t>(g, {2}, {-1, -1}), scalar_i32(g, 1)}, {{"num_split", std::int64_t{2}}}, "wild"); },
+                      {"wild", "size_splits has -1 at entry 1"});
+  test::require_error([&] { g.op("SplitV", {x, tc<std::int64_t>(g, {2}, {6, -1}), scalar_i32(g, 1)}, {{"num_split", std::int64_t{2}}}, "over"); },
+                      {"over", "sum to 6, more than the dim's 5"});
+  test::require_error([&] { g.op("SplitV", {x, tc<std::int64_t>(g, {3}, {1, 1, 3}), scalar_i32(g, 1)}, {{"num_split", std::int64_t{2}}}, "count"); },
+                      {"count", "size_splits has 3 entries for num_split = 2"});
+  const output fed = g.placeholder(dtype::int64, partial_shape{2}, "sizes");
+  const node& late = g.op("SplitV", {x, fed, scalar_i32(g, 1)}, {{"num_split", std::int64_t{2}}}, "late");
+  CHECK(late.output_shape(1) == partial_shape{2, unknown_dim});
+  CHECK(eval(g, late.out(1), {{fed, tensor::from_vector(std::vector<std::int64_t>{2, 3})}}).to_vector<float>() ==
+        std::vector<float>{2, 3, 4, 7, 8, 9});
+  test::require_error([&] { eval(g, late.out(0), {{fed, tensor::from_vector(std::vector<std::int64_t>{2, 2})}}); },
+                      {"node 'late' (SplitV)", "sizes sum to 4, not the dim's 5"});
+}
+
+TEST_CASE("StopGradient and PreventGradient and Snapshot pass their input on and EnsureShape checks it") {
+  graph g;
+  const output x = tc<float>(g, {2, 2}, {1, 2, 3, 4});
+  for (const char* op : {"StopGradient", "PreventGradient", "Snapshot", "EnsureShape"}) {
+    INFO(op);
+    const node& y = std::string(op) == "EnsureShape" ? g.op(op, {x}, {{"shape", partial_shape{unknown_dim, 2}}}) : g.op(op, {x});
+    CHECK(y.output_shape(0) == partial_shape{2, 2});
+    CHECK(eval(g, y).to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+  }
+  CHECK(eval(g, g.op("Snapshot", {g.constant(tensor::from_vector(std::vector<std::string>{"a", "bc"}))})).to_vector<std::string>() ==
+        std::vector<std::string>{"a", "bc"});
+  test::require_error([&] { g.op("EnsureShape", {x}, {{"shape", partial_shape{2, 3}}}, "wrong"); },
+                      {"wrong", "(EnsureShape)", "the input's shape [2,2] is not the shape [2,3] it must have"});
+  // A placeholder of unknown shape gets EnsureShape's static shape, checked when run.
+  const output fed = g.placeholder(dtype::float32, partial_shape::unknown_rank(), "fed");
+  const node& checked = g.op("EnsureShape", {fed}, {{"shape", partial_shape{unknown_dim, 3}}}, "checked");
+  CHECK(checked.output_shape(0) == partial_shape{unknown_dim, 3});
+  CHECK(eval(g, checked, {{fed, tensor::from_vector(seq(6), shape{2, 3})}}).shape() == shape{2, 3});
+  test::require_error([&] { eval(g, checked, {{fed, tensor::from_vector(seq(6), shape{3, 2})}}); },
+                      {"node 'checked' (EnsureShape)", "shape of tensor [3,2] is not compatible with expected shape [?,3]"});
+}

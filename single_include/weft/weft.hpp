@@ -3044,6 +3044,43 @@ inline range_count range_size_of(const tensor& start, const tensor& limit, const
   return range_size(real(start), real(limit), real(delta));
 }
 
+/// SplitV's part sizes: `sizes` (one may be -1: what the others leave of the dim `dim`, -1
+/// when unknown), checked to be num_split entries of non-negative sizes that sum to the dim.
+struct split_sizes {
+  std::vector<std::int64_t> sizes;  ///< the parts' sizes (-1 where the dim is unknown)
+  std::string error;                ///< empty when valid
+};
+/// split_sizes of SplitV's size_splits for `parts` parts of a dim of size `dim`.
+inline split_sizes split_sizes_of(std::vector<std::int64_t> sizes, std::int64_t parts, std::int64_t dim) {
+  const auto text = [](auto... p) {
+    std::ostringstream out;
+    (out << ... << p);
+    return split_sizes{{}, out.str()};
+  };
+  if (static_cast<std::int64_t>(sizes.size()) != parts)
+    return text("size_splits has ", sizes.size(), " entries for num_split = ", parts);
+  std::int64_t known = 0;
+  int wild = -1;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && wild < 0) {
+      wild = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      return text("size_splits has ", sizes[i], " at entry ", i, " (sizes are non-negative; one may be -1)");
+    } else {
+      if (sizes[i] > std::numeric_limits<std::int64_t>::max() - known) return text("size_splits' sum overflows");
+      known += sizes[i];
+    }
+  }
+  if (dim < 0) return {sizes, {}};
+  if (wild >= 0) {
+    if (known > dim) return text("size_splits' sizes sum to ", known, ", more than the dim's ", dim);
+    sizes[static_cast<std::size_t>(wild)] = dim - known;
+  } else if (known != dim) {
+    return text("size_splits' sizes sum to ", known, ", not the dim's ", dim);
+  }
+  return {sizes, {}};
+}
+
 /// A StridedSlice's (or StridedSliceGrad's) masks, from its node's attrs.
 template <class Attrs>
 strided_slice_masks strided_slice_masks_of(const Attrs& c) {
@@ -3367,6 +3404,12 @@ struct core {
 ///   StridedSlice(x, begin, end, strides; masks)  Python's x[b:e:s, ..., i, newaxis]
 ///                              (ops/strided_slice.hpp); StridedSliceGrad(shape, begin,
 ///                              end, strides, dy; masks) writes dy's slice into zeros of shape
+///   SplitV(x, size_splits, axis)  parts of the given sizes along axis (one size may be -1:
+///                              the rest)
+///   StopGradient(x), Snapshot(x), PreventGradient(x; message), EnsureShape(x; shape)
+///                              x itself: no gradient flows through StopGradient, asking for
+///                              one through PreventGradient is an error with its message,
+///                              EnsureShape checks x has the shape
 ///   Range(start, limit, delta) start, start + delta, ... up to limit (excluded); TensorFlow's
 ///                              count: ceil(|limit - start| / |delta|)
 
@@ -3977,6 +4020,69 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> array_op_defs() {
                          c.fail("dy has shape ", c.input(4), " where the slice has ", partial_shape(p.dims));
                      })
                      .build());
+  defs.push_back(op_def_builder("SplitV")
+                     .input("value: T")
+                     .input("size_splits: Tlen")
+                     .input("axis: int32")
+                     .output("output: num_split * T")
+                     .attr("num_split: int")
+                     .attr("T: any type")
+                     .attr("Tlen: {int32, int64} = int64")
+                     .shape_fn([](shape_context& c) {
+                       const auto k = c.attr<std::int64_t>("num_split");
+                       if (k < 1) c.fail("num_split must be at least 1, got ", k);
+                       require_rank(c, 1, 1, "size_splits");
+                       const auto& in = c.input(0);
+                       if (in.rank_known() && in.rank() == 0) c.fail("cannot split a scalar");
+                       const auto axis = constant_scalar(c, 2, "axis");
+                       const auto sizes = constant_ints(c, 1);
+                       if (!axis || !in.rank_known()) {
+                         for (int i = 0; i < c.num_outputs(); ++i)
+                           c.set_output(i, in.rank_known() ? partial_shape::unknown_of_rank(in.rank()) : partial_shape{});
+                         return;
+                       }
+                       const int a = c.canonical_axis(*axis, in.rank());
+                       std::vector<std::int64_t> parts(static_cast<std::size_t>(k), unknown_dim);
+                       if (sizes) {
+                         const split_sizes r = split_sizes_of(*sizes, k, in[a]);
+                         if (!r.error.empty()) c.fail(r.error);
+                         parts = r.sizes;
+                       }
+                       for (int i = 0; i < c.num_outputs(); ++i) {
+                         auto dims = in.dims();
+                         dims[static_cast<std::size_t>(a)] = parts[static_cast<std::size_t>(i)];
+                         c.set_output(i, partial_shape(dims));
+                       }
+                     })
+                     .build());
+  for (const char* name : {"StopGradient", "Snapshot"})
+    defs.push_back(op_def_builder(name).input("input: T").output("output: T").attr("T: any type").cheap().shape_fn(same_shape).build());
+  defs.push_back(op_def_builder("PreventGradient")
+                     .input("input: T")
+                     .output("output: T")
+                     .attr("T: any type")
+                     .attr("message: string = ''")
+                     .cheap()
+                     .shape_fn(same_shape)
+                     .build());
+  defs.push_back(op_def_builder("EnsureShape")
+                     .input("input: T")
+                     .output("output: T")
+                     .attr("T: any type")
+                     .attr("shape: shape")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       const auto& want = c.attr<partial_shape>("shape");
+                       const auto& in = c.input(0);
+                       if (!shapes_compatible(in, want)) c.fail("the input's shape ", in, " is not the shape ", want, " it must have");
+                       if (!want.rank_known()) return c.set_output(0, in);
+                       if (!in.rank_known()) return c.set_output(0, want);
+                       auto dims = want.dims();
+                       for (int d = 0; d < in.rank(); ++d)
+                         if (dims[static_cast<std::size_t>(d)] < 0) dims[static_cast<std::size_t>(d)] = in[d];
+                       c.set_output(0, partial_shape(dims));
+                     })
+                     .build());
   defs.push_back(op_def_builder("Range")
                      .input("start: Tidx")
                      .input("limit: Tidx")
@@ -4070,6 +4176,36 @@ struct strided_slice_grad_grad {
   static result<V> apply(const args<V>& a) {
     return {std::nullopt, std::nullopt, std::nullopt, std::nullopt,
             strided_slice(a.d(), a.x[1], a.x[2], a.x[3], strided_slice_mask_attrs(a.n))};
+  }
+};
+
+/// The gradient rule of SplitV (framework/gradient_rule.hpp): the outputs' gradients
+/// concatenated along the axis, zeros for the outputs none flows into.
+struct split_v_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    std::vector<V> parts;
+    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+    return {parts.size() == 1 ? parts[0] : concat(parts, a.x[2]), std::nullopt, std::nullopt};
+  }
+};
+
+/// The gradient rule of StopGradient (framework/gradient_rule.hpp): none flows through it
+/// (its input gets zeros, TensorFlow's None).
+struct stop_gradient_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
+};
+
+/// The gradient rule of PreventGradient (framework/gradient_rule.hpp): asking for the
+/// gradient through it is an error with its message (TensorFlow's words).
+struct prevent_gradient_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    fail(error_code::invalid_argument, "weft::add_gradients: gradient explicitly disabled at ", a.n.describe(), ". Reason: ",
+         a.n.template attr<std::string>("message"));
   }
 };
 
@@ -4264,12 +4400,17 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReverseV2, array, gradients::reverse_grad)
 WEFT_DETAIL_OP_TYPE(Range, array)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSlice, array, gradients::strided_slice_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSliceGrad, array, gradients::strided_slice_grad_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SplitV, array, gradients::split_v_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StopGradient, array, gradients::stop_gradient_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(PreventGradient, array, gradients::prevent_gradient_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Snapshot, array, gradients::identity_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(EnsureShape, array, gradients::identity_grad)
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The array family as a C++ type: use_kernels<ops::families::array>() registers its ops and kernels.
 struct array {
   static constexpr const char* name = "array";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range, StridedSlice, StridedSliceGrad>;  ///< its op types
+  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range, StridedSlice, StridedSliceGrad, SplitV, StopGradient, PreventGradient, Snapshot, EnsureShape>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_array_ops(); }
 };
@@ -23271,6 +23412,59 @@ struct strided_slice_grad_kernel final : op_kernel {
   ops::strided_slice_masks masks_;
 };
 
+/// SplitV's axis of x (canonical) and its parts' sizes, from the node's inputs.
+inline std::pair<int, std::vector<std::int64_t>> split_v_parts(const tensor& x, const tensor& sizes, const tensor& axis, int parts) {
+  if (x.rank() == 0) fail(error_code::invalid_argument, "cannot split a scalar");
+  if (sizes.rank() != 1) fail(error_code::invalid_argument, "size_splits must be a vector, got shape ", sizes.shape());
+  const int a = canonical_axis(scalar_int(axis, "axis"), x.rank());
+  ops::split_sizes r = ops::split_sizes_of(int_values(sizes, "size_splits"), parts, x.shape()[a]);
+  if (!r.error.empty()) fail(error_code::invalid_argument, r.error);
+  return {a, std::move(r.sizes)};
+}
+
+/// The CPU kernel of SplitV: each part a box of x.
+struct split_v_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit split_v_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const auto [a, sizes] = split_v_parts(x, ctx.input(1), ctx.input(2), ctx.num_outputs());
+    std::vector<std::int64_t> begin(static_cast<std::size_t>(x.rank()), 0), dims = x.shape().dims();
+    for (int i = 0; i < ctx.num_outputs(); ++i) {
+      dims[static_cast<std::size_t>(a)] = sizes[static_cast<std::size_t>(i)];
+      copy_from_box(x, begin, ctx.allocate_output(i, shape(dims)));
+      begin[static_cast<std::size_t>(a)] += sizes[static_cast<std::size_t>(i)];
+    }
+  }
+};
+
+/// The CPU kernel of Snapshot: a copy of the input (a value that a later assignment to the
+/// variable it was read from cannot change).
+struct snapshot_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit snapshot_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    tensor& y = ctx.allocate_output(0, x.shape());
+    copy_element_bytes(y.raw_data(), x.raw_data(), x.bytes(), x.dtype());
+  }
+};
+
+/// The kernel of EnsureShape on any device: the input itself, once its shape is checked
+/// against the node's.
+struct ensure_shape_kernel final : op_kernel {
+  /// The kernel of node n: its shape is read here, once.
+  explicit ensure_shape_kernel(const node& n) : want_(n.attr<partial_shape>("shape")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    if (!want_.accepts(x.shape()))
+      fail(error_code::invalid_argument, "shape of tensor ", x.shape(), " is not compatible with expected shape ", want_);
+    ctx.set_output(0, x);
+  }
+ private:
+  partial_shape want_;
+};
+
 /// Range's values for dtype T into `out` (of range_size_of's count): element i is start +
 /// i delta (integers modulo 2^64 before the cast back, which lands in [start, limit);
 /// floating point computed in double and rounded once, where TensorFlow's CPU kernel adds
@@ -23344,6 +23538,11 @@ void register_array_kernels() {
   register_cpu_kernel<reverse_kernel>("ReverseV2");
   register_cpu_kernel<strided_slice_kernel>("StridedSlice");
   register_cpu_kernel<strided_slice_grad_kernel>("StridedSliceGrad");
+  register_cpu_kernel<split_v_kernel>("SplitV");
+  register_cpu_kernel<identity_kernel>("StopGradient");
+  register_cpu_kernel<identity_kernel>("PreventGradient");
+  register_cpu_kernel<snapshot_kernel>("Snapshot");
+  register_cpu_kernel<ensure_shape_kernel>("EnsureShape");
   register_for<range_kernel>("Range", "Tidx", type_list<std::int32_t, std::int64_t, float, double>{});
 }
 
@@ -23524,6 +23723,36 @@ template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::StridedSliceGrad, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::strided_slice_grad_kernel>("StridedSliceGrad"); }
+};
+/// Typed code's registration of SplitV's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::SplitV, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::split_v_kernel>("SplitV"); }
+};
+/// Typed code's registration of StopGradient's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::StopGradient, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::identity_kernel>("StopGradient"); }
+};
+/// Typed code's registration of PreventGradient's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::PreventGradient, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::identity_kernel>("PreventGradient"); }
+};
+/// Typed code's registration of Snapshot's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Snapshot, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::snapshot_kernel>("Snapshot"); }
+};
+/// Typed code's registration of EnsureShape's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::EnsureShape, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::ensure_shape_kernel>("EnsureShape"); }
 };
 /// Typed code's registration of Range's CPU kernel for dtype T (framework/kernel_for.hpp).
 template <class T>

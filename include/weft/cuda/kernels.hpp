@@ -1917,6 +1917,38 @@ struct gpu_strided_slice_grad final : op_kernel {
   ops::strided_slice_masks masks_;
 };
 
+/// The GPU kernel of SplitV: each part a region copy on the device.
+struct gpu_split_v final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit gpu_split_v(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    require_plain(x, ctx.node());
+    const auto [a, sizes] = cpu::split_v_parts(x, host_input(ctx, 1), host_input(ctx, 2), ctx.num_outputs());
+    std::vector<std::int64_t> begin(static_cast<std::size_t>(x.rank()), 0), zero = begin, dims = x.shape().dims();
+    const auto& g = gpu_of(ctx.device());
+    for (int i = 0; i < ctx.num_outputs(); ++i) {
+      dims[static_cast<std::size_t>(a)] = sizes[static_cast<std::size_t>(i)];
+      copy_region(g, x, begin, ctx.allocate_output(i, shape(dims)), zero, dims);
+      begin[static_cast<std::size_t>(a)] += sizes[static_cast<std::size_t>(i)];
+    }
+  }
+};
+
+/// The GPU kernel of Snapshot: a copy of the input on the device.
+struct gpu_snapshot final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit gpu_snapshot(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    require_plain(x, ctx.node());
+    tensor& y = ctx.allocate_output(0, x.shape());
+    if (x.bytes())
+      check(cudaMemcpyAsync(y.raw_data(), x.raw_data(), x.bytes(), cudaMemcpyDeviceToDevice, gpu_of(ctx.device()).stream()),
+            "Snapshot's copy");
+  }
+};
+
 /// The GPU kernel of Range for dtype T: its few values computed on the host (TensorFlow's
 /// int32 Range lives in host memory too); a kernel on the device that reads them copies them.
 template <class T>
@@ -3006,6 +3038,11 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<gpu_reverse>("ReverseV2");
     register_gpu_kernel<gpu_strided_slice>("StridedSlice");
     register_gpu_kernel_for<gpu_strided_slice_grad>("StridedSliceGrad", "T", all_but_string);
+    register_gpu_kernel<gpu_split_v>("SplitV");
+    register_gpu_kernel<gpu_identity>("StopGradient");
+    register_gpu_kernel<gpu_identity>("PreventGradient");
+    register_gpu_kernel<cpu::ensure_shape_kernel>("EnsureShape");
+    register_gpu_kernel_for<gpu_snapshot>("Snapshot", "T", all_but_string);
     register_gpu_kernel<with_host_inputs<cpu::expand_dims_kernel, 1>>("ExpandDims");
     register_gpu_kernel<cpu::squeeze_kernel>("Squeeze");
     register_gpu_kernel_for<gpu_range<std::int32_t>>("Range", "Tidx", {dtype::int32});

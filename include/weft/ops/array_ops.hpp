@@ -24,6 +24,12 @@
 ///   StridedSlice(x, begin, end, strides; masks)  Python's x[b:e:s, ..., i, newaxis]
 ///                              (ops/strided_slice.hpp); StridedSliceGrad(shape, begin,
 ///                              end, strides, dy; masks) writes dy's slice into zeros of shape
+///   SplitV(x, size_splits, axis)  parts of the given sizes along axis (one size may be -1:
+///                              the rest)
+///   StopGradient(x), Snapshot(x), PreventGradient(x; message), EnsureShape(x; shape)
+///                              x itself: no gradient flows through StopGradient, asking for
+///                              one through PreventGradient is an error with its message,
+///                              EnsureShape checks x has the shape
 ///   Range(start, limit, delta) start, start + delta, ... up to limit (excluded); TensorFlow's
 ///                              count: ceil(|limit - start| / |delta|)
 #pragma once
@@ -36,6 +42,7 @@
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
+#include <weft/ops/core_ops.hpp>
 #include <weft/ops/strided_slice.hpp>
 
 namespace weft::ops {
@@ -641,6 +648,69 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> array_op_defs() {
                          c.fail("dy has shape ", c.input(4), " where the slice has ", partial_shape(p.dims));
                      })
                      .build());
+  defs.push_back(op_def_builder("SplitV")
+                     .input("value: T")
+                     .input("size_splits: Tlen")
+                     .input("axis: int32")
+                     .output("output: num_split * T")
+                     .attr("num_split: int")
+                     .attr("T: any type")
+                     .attr("Tlen: {int32, int64} = int64")
+                     .shape_fn([](shape_context& c) {
+                       const auto k = c.attr<std::int64_t>("num_split");
+                       if (k < 1) c.fail("num_split must be at least 1, got ", k);
+                       require_rank(c, 1, 1, "size_splits");
+                       const auto& in = c.input(0);
+                       if (in.rank_known() && in.rank() == 0) c.fail("cannot split a scalar");
+                       const auto axis = constant_scalar(c, 2, "axis");
+                       const auto sizes = constant_ints(c, 1);
+                       if (!axis || !in.rank_known()) {
+                         for (int i = 0; i < c.num_outputs(); ++i)
+                           c.set_output(i, in.rank_known() ? partial_shape::unknown_of_rank(in.rank()) : partial_shape{});
+                         return;
+                       }
+                       const int a = c.canonical_axis(*axis, in.rank());
+                       std::vector<std::int64_t> parts(static_cast<std::size_t>(k), unknown_dim);
+                       if (sizes) {
+                         const split_sizes r = split_sizes_of(*sizes, k, in[a]);
+                         if (!r.error.empty()) c.fail(r.error);
+                         parts = r.sizes;
+                       }
+                       for (int i = 0; i < c.num_outputs(); ++i) {
+                         auto dims = in.dims();
+                         dims[static_cast<std::size_t>(a)] = parts[static_cast<std::size_t>(i)];
+                         c.set_output(i, partial_shape(dims));
+                       }
+                     })
+                     .build());
+  for (const char* name : {"StopGradient", "Snapshot"})
+    defs.push_back(op_def_builder(name).input("input: T").output("output: T").attr("T: any type").cheap().shape_fn(same_shape).build());
+  defs.push_back(op_def_builder("PreventGradient")
+                     .input("input: T")
+                     .output("output: T")
+                     .attr("T: any type")
+                     .attr("message: string = ''")
+                     .cheap()
+                     .shape_fn(same_shape)
+                     .build());
+  defs.push_back(op_def_builder("EnsureShape")
+                     .input("input: T")
+                     .output("output: T")
+                     .attr("T: any type")
+                     .attr("shape: shape")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       const auto& want = c.attr<partial_shape>("shape");
+                       const auto& in = c.input(0);
+                       if (!shapes_compatible(in, want)) c.fail("the input's shape ", in, " is not the shape ", want, " it must have");
+                       if (!want.rank_known()) return c.set_output(0, in);
+                       if (!in.rank_known()) return c.set_output(0, want);
+                       auto dims = want.dims();
+                       for (int d = 0; d < in.rank(); ++d)
+                         if (dims[static_cast<std::size_t>(d)] < 0) dims[static_cast<std::size_t>(d)] = in[d];
+                       c.set_output(0, partial_shape(dims));
+                     })
+                     .build());
   defs.push_back(op_def_builder("Range")
                      .input("start: Tidx")
                      .input("limit: Tidx")
@@ -734,6 +804,36 @@ struct strided_slice_grad_grad {
   static result<V> apply(const args<V>& a) {
     return {std::nullopt, std::nullopt, std::nullopt, std::nullopt,
             strided_slice(a.d(), a.x[1], a.x[2], a.x[3], strided_slice_mask_attrs(a.n))};
+  }
+};
+
+/// The gradient rule of SplitV (framework/gradient_rule.hpp): the outputs' gradients
+/// concatenated along the axis, zeros for the outputs none flows into.
+struct split_v_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    std::vector<V> parts;
+    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+    return {parts.size() == 1 ? parts[0] : concat(parts, a.x[2]), std::nullopt, std::nullopt};
+  }
+};
+
+/// The gradient rule of StopGradient (framework/gradient_rule.hpp): none flows through it
+/// (its input gets zeros, TensorFlow's None).
+struct stop_gradient_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
+};
+
+/// The gradient rule of PreventGradient (framework/gradient_rule.hpp): asking for the
+/// gradient through it is an error with its message (TensorFlow's words).
+struct prevent_gradient_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    fail(error_code::invalid_argument, "weft::add_gradients: gradient explicitly disabled at ", a.n.describe(), ". Reason: ",
+         a.n.template attr<std::string>("message"));
   }
 };
 
@@ -928,12 +1028,17 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReverseV2, array, gradients::reverse_grad)
 WEFT_DETAIL_OP_TYPE(Range, array)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSlice, array, gradients::strided_slice_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSliceGrad, array, gradients::strided_slice_grad_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SplitV, array, gradients::split_v_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StopGradient, array, gradients::stop_gradient_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(PreventGradient, array, gradients::prevent_gradient_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Snapshot, array, gradients::identity_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(EnsureShape, array, gradients::identity_grad)
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The array family as a C++ type: use_kernels<ops::families::array>() registers its ops and kernels.
 struct array {
   static constexpr const char* name = "array";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range, StridedSlice, StridedSliceGrad>;  ///< its op types
+  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range, StridedSlice, StridedSliceGrad, SplitV, StopGradient, PreventGradient, Snapshot, EnsureShape>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_array_ops(); }
 };

@@ -184,6 +184,43 @@ inline range_count range_size_of(const tensor& start, const tensor& limit, const
   return range_size(real(start), real(limit), real(delta));
 }
 
+/// SplitV's part sizes: `sizes` (one may be -1: what the others leave of the dim `dim`, -1
+/// when unknown), checked to be num_split entries of non-negative sizes that sum to the dim.
+struct split_sizes {
+  std::vector<std::int64_t> sizes;  ///< the parts' sizes (-1 where the dim is unknown)
+  std::string error;                ///< empty when valid
+};
+/// split_sizes of SplitV's size_splits for `parts` parts of a dim of size `dim`.
+inline split_sizes split_sizes_of(std::vector<std::int64_t> sizes, std::int64_t parts, std::int64_t dim) {
+  const auto text = [](auto... p) {
+    std::ostringstream out;
+    (out << ... << p);
+    return split_sizes{{}, out.str()};
+  };
+  if (static_cast<std::int64_t>(sizes.size()) != parts)
+    return text("size_splits has ", sizes.size(), " entries for num_split = ", parts);
+  std::int64_t known = 0;
+  int wild = -1;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && wild < 0) {
+      wild = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      return text("size_splits has ", sizes[i], " at entry ", i, " (sizes are non-negative; one may be -1)");
+    } else {
+      if (sizes[i] > std::numeric_limits<std::int64_t>::max() - known) return text("size_splits' sum overflows");
+      known += sizes[i];
+    }
+  }
+  if (dim < 0) return {sizes, {}};
+  if (wild >= 0) {
+    if (known > dim) return text("size_splits' sizes sum to ", known, ", more than the dim's ", dim);
+    sizes[static_cast<std::size_t>(wild)] = dim - known;
+  } else if (known != dim) {
+    return text("size_splits' sizes sum to ", known, ", not the dim's ", dim);
+  }
+  return {sizes, {}};
+}
+
 /// A StridedSlice's (or StridedSliceGrad's) masks, from its node's attrs.
 template <class Attrs>
 strided_slice_masks strided_slice_masks_of(const Attrs& c) {

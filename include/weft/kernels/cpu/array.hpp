@@ -746,6 +746,59 @@ struct strided_slice_grad_kernel final : op_kernel {
   ops::strided_slice_masks masks_;
 };
 
+/// SplitV's axis of x (canonical) and its parts' sizes, from the node's inputs.
+inline std::pair<int, std::vector<std::int64_t>> split_v_parts(const tensor& x, const tensor& sizes, const tensor& axis, int parts) {
+  if (x.rank() == 0) fail(error_code::invalid_argument, "cannot split a scalar");
+  if (sizes.rank() != 1) fail(error_code::invalid_argument, "size_splits must be a vector, got shape ", sizes.shape());
+  const int a = canonical_axis(scalar_int(axis, "axis"), x.rank());
+  ops::split_sizes r = ops::split_sizes_of(int_values(sizes, "size_splits"), parts, x.shape()[a]);
+  if (!r.error.empty()) fail(error_code::invalid_argument, r.error);
+  return {a, std::move(r.sizes)};
+}
+
+/// The CPU kernel of SplitV: each part a box of x.
+struct split_v_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit split_v_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const auto [a, sizes] = split_v_parts(x, ctx.input(1), ctx.input(2), ctx.num_outputs());
+    std::vector<std::int64_t> begin(static_cast<std::size_t>(x.rank()), 0), dims = x.shape().dims();
+    for (int i = 0; i < ctx.num_outputs(); ++i) {
+      dims[static_cast<std::size_t>(a)] = sizes[static_cast<std::size_t>(i)];
+      copy_from_box(x, begin, ctx.allocate_output(i, shape(dims)));
+      begin[static_cast<std::size_t>(a)] += sizes[static_cast<std::size_t>(i)];
+    }
+  }
+};
+
+/// The CPU kernel of Snapshot: a copy of the input (a value that a later assignment to the
+/// variable it was read from cannot change).
+struct snapshot_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit snapshot_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    tensor& y = ctx.allocate_output(0, x.shape());
+    copy_element_bytes(y.raw_data(), x.raw_data(), x.bytes(), x.dtype());
+  }
+};
+
+/// The kernel of EnsureShape on any device: the input itself, once its shape is checked
+/// against the node's.
+struct ensure_shape_kernel final : op_kernel {
+  /// The kernel of node n: its shape is read here, once.
+  explicit ensure_shape_kernel(const node& n) : want_(n.attr<partial_shape>("shape")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    if (!want_.accepts(x.shape()))
+      fail(error_code::invalid_argument, "shape of tensor ", x.shape(), " is not compatible with expected shape ", want_);
+    ctx.set_output(0, x);
+  }
+ private:
+  partial_shape want_;
+};
+
 /// Range's values for dtype T into `out` (of range_size_of's count): element i is start +
 /// i delta (integers modulo 2^64 before the cast back, which lands in [start, limit);
 /// floating point computed in double and rounded once, where TensorFlow's CPU kernel adds
@@ -819,6 +872,11 @@ void register_array_kernels() {
   register_cpu_kernel<reverse_kernel>("ReverseV2");
   register_cpu_kernel<strided_slice_kernel>("StridedSlice");
   register_cpu_kernel<strided_slice_grad_kernel>("StridedSliceGrad");
+  register_cpu_kernel<split_v_kernel>("SplitV");
+  register_cpu_kernel<identity_kernel>("StopGradient");
+  register_cpu_kernel<identity_kernel>("PreventGradient");
+  register_cpu_kernel<snapshot_kernel>("Snapshot");
+  register_cpu_kernel<ensure_shape_kernel>("EnsureShape");
   register_for<range_kernel>("Range", "Tidx", type_list<std::int32_t, std::int64_t, float, double>{});
 }
 
@@ -999,6 +1057,36 @@ template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::StridedSliceGrad, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::strided_slice_grad_kernel>("StridedSliceGrad"); }
+};
+/// Typed code's registration of SplitV's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::SplitV, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::split_v_kernel>("SplitV"); }
+};
+/// Typed code's registration of StopGradient's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::StopGradient, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::identity_kernel>("StopGradient"); }
+};
+/// Typed code's registration of PreventGradient's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::PreventGradient, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::identity_kernel>("PreventGradient"); }
+};
+/// Typed code's registration of Snapshot's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Snapshot, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::snapshot_kernel>("Snapshot"); }
+};
+/// Typed code's registration of EnsureShape's CPU kernel (framework/kernel_for.hpp).
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::EnsureShape, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::ensure_shape_kernel>("EnsureShape"); }
 };
 /// Typed code's registration of Range's CPU kernel for dtype T (framework/kernel_for.hpp).
 template <class T>
