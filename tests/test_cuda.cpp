@@ -207,7 +207,7 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Atan2", "FloorDiv",
                          "FloorMod", "ExpandDims", "Squeeze", "Pack", "Unpack", "ReverseV2", "Range", "AddN",
                          "StridedSlice", "StridedSliceGrad", "SplitV", "StopGradient", "PreventGradient", "Snapshot",
-                         "EnsureShape"}) {
+                         "EnsureShape", "LeakyRelu", "LeakyReluGrad", "ClipByValue"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -628,7 +628,8 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
                          "TruncatedNormal", "Dropout", "MaxPoolGrad", "Transpose", "ConcatV2", "Split", "Slice", "Pad", "Tile",
                          "UnsortedSegmentSum", "GatherNd", "ScatterNd", "SumToShape", "OneHot", "SoftmaxCrossEntropyWithLogits",
                          "L2Loss", "ApplyAdagrad", "ApplyRMSProp", "ExpandDims", "Squeeze", "Pack", "Unpack", "ReverseV2",
-                         "Range", "AddN", "StridedSlice", "StridedSliceGrad", "SplitV", "Snapshot"}) {
+                         "Range", "AddN", "StridedSlice", "StridedSliceGrad", "SplitV", "Snapshot", "LeakyRelu",
+                         "LeakyReluGrad", "ClipByValue"}) {
     INFO(op);
     CHECK(checked.count(op));
   }

@@ -536,6 +536,32 @@ TEST_CASE("dsl: expand_dims squeeze stack unstack reverse and add_n have static 
   CHECK_THROWS_WITH(s.run(add_n(p, m), feed(p, fed)), Catch::Contains("(AddN)") && Catch::Contains("input 1 has shape [2,3]"));
 }
 
+TEST_CASE("dsl: leaky_relu and clip_by_value match the formulas and their gradients", "[dsl]") {
+  auto x = placeholder<double>("x", dims<2, 3>);
+  auto hi = placeholder<double>("hi", dims<2, 3>);
+  auto y = reduce_sum(leaky_relu(x, 0.1) * clip_by_value(x, -1.0, hi));
+  auto [dx, dhi] = grad(y, x, hi);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(clip_by_value(x, constant(0.5), hi))>, static_shape<2, 3>>);
+  const std::vector<double> xv{-2, -0.5, 0.25, 1.5, 3, -1.25}, hv{1, 1, 1, 1, 2, 1};
+  client_session s;
+  auto [v, gx, gh] = s.run(fetch(y, dx, dhi), feed(x, tensor_of<double, 2>(xv, {2, 3})), feed(hi, tensor_of<double, 2>(hv, {2, 3})));
+  double want = 0;
+  std::vector<double> want_x(6), want_h(6);
+  for (std::size_t i = 0; i < 6; ++i) {
+    const double l = xv[i] > 0 ? xv[i] : 0.1 * xv[i], dl = xv[i] > 0 ? 1 : 0.1;
+    const double c = std::max(std::min(xv[i], hv[i]), -1.0);
+    const bool inside = xv[i] >= -1.0 && xv[i] <= hv[i];
+    want += l * c;
+    want_x[i] = dl * c + (inside ? l : 0.0);
+    want_h[i] = xv[i] > hv[i] ? l : 0.0;
+  }
+  CHECK(v.scalar() == Approx(want).epsilon(1e-12));
+  for (std::size_t i = 0; i < 6; ++i) {
+    CHECK(gx.flat()[i] == Approx(want_x[i]).epsilon(1e-12));
+    CHECK(gh.flat()[i] == Approx(want_h[i]).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("dsl: a client_session saves its variables and restores them all or none", "[dsl][checkpoint]") {
   const auto dir = std::filesystem::temp_directory_path() / ("weft_dsl_ckpt_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);

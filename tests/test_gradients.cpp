@@ -275,6 +275,13 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
       {"EnsureShape", [](graph& g, const std::vector<output>& x) {
          return op(g, "EnsureShape", {x[0]}, {{"shape", partial_shape{unknown_dim, 3}}});
        }, {m23}},
+      {"LeakyRelu", [](graph& g, const std::vector<output>& x) { return op(g, "LeakyRelu", {x[0]}, {{"alpha", 0.3}}); }, {m23}},
+      {"LeakyReluGrad", [](graph& g, const std::vector<output>& x) {
+         return op(g, "LeakyReluGrad", {x[0], x[1]}, {{"alpha", 1.7}});
+       }, {m23, {{2, 3}, -1.3, 1.4}}},
+      {"ClipByValue, a scalar min and elementwise max", [](graph& g, const std::vector<output>& x) {
+         return op(g, "ClipByValue", {x[0], x[1], x[2]});
+       }, {m23, {{}, -0.61, -0.59}, {{2, 3}, 0.2, 0.9}}},
       {"AddN", [](graph& g, const std::vector<output>& x) { return op(g, "AddN", {x[0], x[1], x[0]}, {{"N", std::int64_t{3}}}); },
        {m23, {{2, 3}, -0.3, 0.8}}},
       {"BiasAdd", binary("BiasAdd"), {m23, row3}},

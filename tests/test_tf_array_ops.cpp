@@ -1,5 +1,6 @@
-// TensorFlow's ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range and AddN: values against
-// naive loops written here, the shapes the graph infers when it is built, edge cases (rank
+// TensorFlow's ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range, AddN, StridedSlice,
+// SplitV, the identities (StopGradient, Snapshot, EnsureShape, ...), LeakyRelu and
+// ClipByValue: values against naive loops and hand values written here, the shapes the graph infers when it is built, edge cases (rank
 // 0, empty, negative axes, every dtype kind) and the errors, which name the node.
 #include "support/helpers.hpp"
 
@@ -451,4 +452,47 @@ TEST_CASE("StopGradient and PreventGradient and Snapshot pass their input on and
   CHECK(eval(g, checked, {{fed, tensor::from_vector(seq(6), shape{2, 3})}}).shape() == shape{2, 3});
   test::require_error([&] { eval(g, checked, {{fed, tensor::from_vector(seq(6), shape{3, 2})}}); },
                       {"node 'checked' (EnsureShape)", "shape of tensor [3,2] is not compatible with expected shape [?,3]"});
+}
+
+TEST_CASE("LeakyRelu and LeakyReluGrad scale the negative side by alpha rounded to the dtype") {
+  graph g;
+  const std::vector<double> xs{-2, -0.5, -0.0, 0.0, 0.25, 3, std::nan(""), -std::numeric_limits<double>::infinity()};
+  const output x = tc<double>(g, {8}, xs);
+  for (double alpha : {0.2, 0.01, 1.5}) {
+    INFO("alpha " << alpha);
+    const auto y = eval(g, g.op("LeakyRelu", {x}, {{"alpha", alpha}})).to_vector<double>();
+    const auto d = eval(g, g.op("LeakyReluGrad", {tc<double>(g, {8}, std::vector<double>(8, 2.0)), x}, {{"alpha", alpha}})).to_vector<double>();
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const double want = xs[i] > 0 ? xs[i] : alpha * xs[i];
+      if (std::isnan(want)) CHECK(std::isnan(y[i]));
+      else CHECK(y[i] == want);
+      CHECK(std::signbit(y[i]) == std::signbit(want));
+      CHECK(d[i] == (xs[i] > 0 ? 2.0 : 2.0 * alpha));
+    }
+  }
+  // The default alpha is 0.2; float16 rounds it first (0.2 is 0.199951171875 in float16).
+  CHECK(eval(g, g.op("LeakyRelu", {tc<float>(g, {2}, {-1, 4})})).to_vector<float>() == std::vector<float>{-0.2f, 4});
+  const tensor h = eval(g, g.op("LeakyRelu", {g.constant(tensor::from_vector(std::vector<half>{half(-1.0f)}))}));
+  CHECK(static_cast<float>(h.to_vector<half>()[0]) == -0.199951171875f);
+  test::require_error([&] { g.op("LeakyReluGrad", {tc<float>(g, {2}, {1, 2}), tc<float>(g, {3}, {1, 2, 3})}, {}, "mismatch"); },
+                      {"mismatch", "gradients and features must have the same shape"});
+}
+
+TEST_CASE("ClipByValue clamps to scalar or elementwise bounds as TensorFlow does") {
+  graph g;
+  const output t = tc<float>(g, {2, 3}, {-3, -1, 0, 1, 2, std::nanf("")});
+  const auto clip = [&](output lo, output hi) { return eval(g, g.op("ClipByValue", {t, lo, hi})).to_vector<float>(); };
+  const auto y = clip(g.constant(tensor::scalar(-1.5f)), g.constant(tensor::scalar(1.0f)));
+  CHECK(std::vector<float>(y.begin(), y.end() - 1) == std::vector<float>{-1.5f, -1, 0, 1, 1});
+  CHECK(std::isnan(y[5]));  // NaN stays NaN
+  // Elementwise bounds; a min above its max gives the min (max(min(t, max), min)).
+  const auto z = clip(tc<float>(g, {2, 3}, {0, 0, 0, 5, 0, 0}), tc<float>(g, {2, 3}, {1, 1, 1, 2, 1, 1}));
+  CHECK(std::vector<float>(z.begin(), z.end() - 1) == std::vector<float>{0, 0, 0, 5, 1});
+  CHECK(eval(g, g.op("ClipByValue", {tc<std::int32_t>(g, {4}, {-7, 0, 7, 100}), g.constant(tensor::scalar(std::int32_t{-5})),
+                                     g.constant(tensor::scalar(std::int32_t{50}))}))
+            .to_vector<std::int32_t>() == std::vector<std::int32_t>{-5, 0, 7, 50});
+  CHECK(eval(g, g.op("ClipByValue", {tc<float>(g, {0}, {}), g.constant(tensor::scalar(0.0f)), g.constant(tensor::scalar(1.0f))})).shape() ==
+        shape{0});
+  test::require_error([&] { g.op("ClipByValue", {t, tc<float>(g, {3}, {0, 0, 0}), g.constant(tensor::scalar(1.0f))}, {}, "row"); },
+                      {"row", "(ClipByValue)", "clip_value_min must be a scalar or have t's shape [2,3], got [3]"});
 }

@@ -4863,6 +4863,7 @@ struct io {
 ///            that shape, a scalar, or a vector picking whole rows (along dim 0) of t or e
 ///   Cast:    y = static_cast<DstT>(x)
 ///   AddN:    sum = inputs[0] + ... + inputs[N-1], all of one shape (no broadcasting)
+///   LeakyRelu(x; alpha), LeakyReluGrad(g, x; alpha), ClipByValue(t, min, max)
 
 #include <vector>
 #include <tuple>
@@ -4965,6 +4966,45 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
                      })
                      .build());
   defs.push_back(op_def_builder("LogicalNot").input("x: bool").output("y: bool").shape_fn(same_shape).build());
+  // LeakyRelu: x > 0 ? x : alpha x (NaN stays NaN); its gradient op, LeakyReluGrad(gradients,
+  // features): features > 0 ? gradients : alpha gradients, of one shape.
+  defs.push_back(op_def_builder("LeakyRelu")
+                     .input("features: T")
+                     .output("activations: T")
+                     .attr(real_float_type_attr)
+                     .attr("alpha: float = 0.2")
+                     .shape_fn(same_shape)
+                     .build());
+  defs.push_back(op_def_builder("LeakyReluGrad")
+                     .input("gradients: T")
+                     .input("features: T")
+                     .output("backprops: T")
+                     .attr(real_float_type_attr)
+                     .attr("alpha: float = 0.2")
+                     .shape_fn([](shape_context& c) {
+                       if (!shapes_compatible(c.input(0), c.input(1)))
+                         c.fail("gradients and features must have the same shape, got ", c.input(0), " and ", c.input(1));
+                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : c.input(1));
+                     })
+                     .build());
+  // ClipByValue(t, min, max): max(min(t, max), min) elementwise (NaN stays NaN; min above
+  // max gives min), min and max scalars or of t's shape.
+  defs.push_back(op_def_builder("ClipByValue")
+                     .input("t: T")
+                     .input("clip_value_min: T")
+                     .input("clip_value_max: T")
+                     .output("output: T")
+                     .attr(real_type_attr)
+                     .shape_fn([](shape_context& c) {
+                       for (int i = 1; i < 3; ++i) {
+                         const partial_shape& b = c.input(i);
+                         if (b.rank_known() && b.rank() != 0 && !shapes_compatible(b, c.input(0)))
+                           c.fail(i == 1 ? "clip_value_min" : "clip_value_max", " must be a scalar or have t's shape ", c.input(0),
+                                  ", got ", b);
+                       }
+                       c.set_output(0, c.input(0));
+                     })
+                     .build());
 
   auto binary = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name)
@@ -5407,6 +5447,34 @@ struct relu_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
 };
 
+/// The gradient rule of LeakyRelu (framework/gradient_rule.hpp): LeakyReluGrad of the gradient.
+struct leaky_relu_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {leaky_relu_backprop(a.d(), a.x[0], a.n.template attr<double>("alpha"))};
+  }
+};
+/// The gradient rule of LeakyReluGrad (framework/gradient_rule.hpp): linear in the
+/// gradients, with the same mask; none for the features.
+struct leaky_relu_grad_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {leaky_relu_backprop(a.d(), a.x[1], a.n.template attr<double>("alpha")), std::nullopt};
+  }
+};
+/// The gradient rule of ClipByValue (framework/gradient_rule.hpp), TensorFlow's: t gets the
+/// gradient where it was inside the range, min (max) the sum of it where t was below (above).
+struct clip_by_value_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], &d = a.d();
+    const V below = less(x, a.x[1]), above = greater(x, a.x[2]), zero = zeros_like(d);
+    return {select(logical_or(below, above), zero, d), sum_to(select(below, d, zero), a.x[1]), sum_to(select(above, d, zero), a.x[2])};
+  }
+};
 /// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
 struct relu_grad_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
@@ -5465,6 +5533,9 @@ struct Relu {
   static void define() { register_math_ops(); }
 };
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReluGrad, math, gradients::relu_grad_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(LeakyRelu, math, gradients::leaky_relu_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(LeakyReluGrad, math, gradients::leaky_relu_grad_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ClipByValue, math, gradients::clip_by_value_grad)
 WEFT_DETAIL_OP_TYPE(LogicalNot, math)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Add, math, gradients::add_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sub, math, gradients::sub_grad)
@@ -5494,7 +5565,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, FloorDiv, FloorMod, AddN, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, FloorDiv, FloorMod, AddN, LeakyRelu, LeakyReluGrad, ClipByValue, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };
@@ -8850,6 +8921,16 @@ inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
 inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
 /// BiasAddGrad(a): a summed over every dim but the channel dim.
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+/// LeakyReluGrad(d, features; alpha): d where features > 0, else alpha d.
+inline symbol leaky_relu_backprop(const symbol& d, const symbol& features, double alpha) {
+  return d.then("LeakyReluGrad", {features}, {{"alpha", alpha}});
+}
+/// Less(a, b), Greater(a, b) and LogicalOr(a, b), broadcasting.
+inline symbol less(const symbol& a, const symbol& b) { return a.then("Less", {b}); }
+/// Greater(a, b).
+inline symbol greater(const symbol& a, const symbol& b) { return a.then("Greater", {b}); }
+/// LogicalOr(a, b).
+inline symbol logical_or(const symbol& a, const symbol& b) { return a.then("LogicalOr", {b}); }
 /// ReluGrad(d, features): d where features > 0, else 0.
 inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
 /// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
@@ -24664,6 +24745,64 @@ struct add_n_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of LeakyRelu (Grad false: x > 0 ? x : alpha x) and LeakyReluGrad (Grad
+/// true: features > 0 ? g : alpha g) for dtype T; alpha rounded to T first, as TensorFlow's.
+template <class T, bool Grad>
+struct leaky_relu_kernel final : op_kernel {
+  /// The kernel of node n: its alpha is read here, once.
+  explicit leaky_relu_kernel(const node& n) : alpha_(static_cast<compute_t<T>>(static_cast<T>(n.attr<double>("alpha")))) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& f = ctx.input(Grad ? 1 : 0);
+    const tensor& v = ctx.input(0);
+    if (Grad && v.shape() != f.shape())
+      fail(error_code::invalid_argument, "gradients and features must have the same shape, got ", v.shape(), " and ", f.shape());
+    tensor& out = ctx.allocate_output(0, f.shape());
+    const T *pf = f.data<T>(), *pv = v.data<T>();
+    T* po = out.data<T>();
+    using C = compute_t<T>;
+    ctx.parallel_for(f.num_elements(), 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        const C x = static_cast<C>(pf[i]), g = static_cast<C>(pv[i]);
+        po[i] = static_cast<T>(x > C(0) ? g : alpha_ * g);
+      }
+    });
+  }
+ private:
+  compute_t<T> alpha_;
+};
+template <class T>
+using leaky_relu_forward_kernel = leaky_relu_kernel<T, false>;  ///< LeakyRelu's
+template <class T>
+using leaky_relu_grad_kernel = leaky_relu_kernel<T, true>;  ///< LeakyReluGrad's
+
+/// The CPU kernel of ClipByValue for dtype T: min(t, max), then max of that and min, in T's
+/// compute type (a NaN stays NaN); min and max scalars or of t's shape.
+template <class T>
+struct clip_by_value_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit clip_by_value_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor &t = ctx.input(0), &lo = ctx.input(1), &hi = ctx.input(2);
+    for (const tensor* b : {&lo, &hi})
+      if (b->rank() != 0 && b->shape() != t.shape())
+        fail(error_code::invalid_argument, b == &lo ? "clip_value_min" : "clip_value_max", " must be a scalar or have t's shape ",
+             t.shape(), ", got ", b->shape());
+    tensor& out = ctx.allocate_output(0, t.shape());
+    const T *pt = t.data<T>(), *pl = lo.data<T>(), *ph = hi.data<T>();
+    const std::int64_t sl = lo.rank() == 0 ? 0 : 1, sh = hi.rank() == 0 ? 0 : 1;  // a scalar's stride is 0
+    T* po = out.data<T>();
+    using C = compute_t<T>;
+    ctx.parallel_for(t.num_elements(), 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        C x = static_cast<C>(pt[i]);
+        const C l = static_cast<C>(pl[i * sl]), h = static_cast<C>(ph[i * sh]);
+        x = x > h ? h : x;
+        po[i] = static_cast<T>(x < l ? l : x);
+      }
+    });
+  }
+};
+
 /// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
@@ -24804,6 +24943,9 @@ void register_elementwise_kernels() {
   register_for<relu_grad_kernel>("ReluGrad", "T", real_number_types{});
   register_for<check_numerics_kernel>("CheckNumerics", "T", float_types{});
   register_for<add_n_kernel>("AddN", "T", number_types{});
+  register_for<leaky_relu_forward_kernel>("LeakyRelu", "T", float_types{});
+  register_for<leaky_relu_grad_kernel>("LeakyReluGrad", "T", float_types{});
+  register_for<clip_by_value_kernel>("ClipByValue", "T", real_number_types{});
   register_for<select_kernel>("SelectV2", "T", all_types{});
   register_for<select_rows_kernel>("Select", "T", all_types{});
   register_cpu_kernel<string_compare_kernel<true>>("Equal", {"T", dtype::string});
@@ -24838,6 +24980,24 @@ template <class T>
 struct kernel_for<ops::AddN, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::add_n_kernel<T>>("AddN", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of LeakyRelu's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::LeakyRelu, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::leaky_relu_forward_kernel<T>>("LeakyRelu", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of LeakyReluGrad's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::LeakyReluGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::leaky_relu_grad_kernel<T>>("LeakyReluGrad", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of ClipByValue's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::ClipByValue, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::clip_by_value_kernel<T>>("ClipByValue", {"T", dtype_of<T>}); }
 };
 /// Typed code's registration of SelectV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>
@@ -32464,6 +32624,56 @@ auto check_numerics(const A& a, std::string message) {
   using T = value_type_of<A>;
   (void)check::check_numerics_dtype<T, detail::in_list<T, float_types>::value>::value;
   return op_expr<check_numerics_op<T>, T, shape_of<A>, std::remove_cvref_t<A>>({{}, std::move(message)}, a);
+}
+
+namespace check {
+WEFT_DETAIL_SUPPORT_CHECK(leaky_relu_dtype, "weft::leaky_relu: the operand must be float16, bfloat16, float or double");
+WEFT_DETAIL_SUPPORT_CHECK(clip_by_value_dtype, "weft::clip_by_value: the operand must be a real number type");
+WEFT_DETAIL_TYPE_CHECK(clip_by_value_dtypes, "weft::clip_by_value: the bounds' dtype differs from the operand's");
+WEFT_DETAIL_DIM_CHECK(clip_by_value_bounds, "weft::clip_by_value: a bound must be a scalar or have the operand's shape");
+}  // namespace check
+/// leaky_relu(x, alpha): x > 0 ? x : alpha x (TensorFlow's LeakyRelu, alpha 0.2 by default,
+/// rounded to x's dtype); a node of its own, differentiable (LeakyReluGrad).
+template <expression A>
+auto leaky_relu(const A& a, double alpha = 0.2) {
+  using T = value_type_of<A>;
+  (void)check::leaky_relu_dtype<T, detail::in_list<T, float_types>::value>::value;
+  using Op = detail::indexed_op<ops::LeakyRelu, T>;
+  return op_expr<Op, T, shape_of<A>, std::remove_cvref_t<A>>(Op{"LeakyRelu", {}, {{"alpha", alpha}}}, a);
+}
+/// clip_by_value(x, min, max): max(min(x, max), min) elementwise (TensorFlow's ClipByValue:
+/// NaN stays NaN); the bounds expressions of x's dtype, each a scalar or of x's shape, or
+/// plain numbers (of x's dtype); differentiable in all three.
+template <expression A, class Lo, class Hi>
+auto clip_by_value(const A& a, const Lo& lo, const Hi& hi) {
+  using T = value_type_of<A>;
+  (void)check::clip_by_value_dtype<T, detail::in_list<T, real_number_types>::value>::value;
+  const auto bound = [](const auto& b) {
+    if constexpr (expression<std::remove_cvref_t<decltype(b)>>) return b;
+    else return constant(static_cast<T>(b));
+  };
+  auto l = bound(lo);
+  auto h = bound(hi);
+  using L = decltype(l);
+  using H = decltype(h);
+  (void)check::clip_by_value_dtypes<T, value_type_of<L>>::value;
+  (void)check::clip_by_value_dtypes<T, value_type_of<H>>::value;
+  constexpr auto fits = [](auto bound_shape) {
+    using B = decltype(bound_shape);
+    if constexpr (B::rank == 0) {
+      return std::int64_t{0};
+    } else if constexpr (B::rank != shape_of<A>::rank) {
+      return std::int64_t{1};
+    } else {
+      for (std::size_t d = 0; d < B::values.size(); ++d)
+        if (B::values[d] >= 0 && shape_of<A>::values[d] >= 0 && B::values[d] != shape_of<A>::values[d]) return std::int64_t{1};
+      return std::int64_t{0};
+    }
+  };
+  (void)check::clip_by_value_bounds<fits(shape_of<L>{}), 0>::value;
+  (void)check::clip_by_value_bounds<fits(shape_of<H>{}), 0>::value;
+  using Op = detail::indexed_op<ops::ClipByValue, T>;
+  return op_expr<Op, T, shape_of<A>, std::remove_cvref_t<A>, L, H>(Op{"ClipByValue", {}, {}}, a, l, h);
 }
 
 namespace detail {

@@ -1949,6 +1949,49 @@ struct gpu_snapshot final : op_kernel {
   }
 };
 
+/// The GPU kernel of LeakyRelu (Grad false) and LeakyReluGrad (Grad true).
+template <bool Grad>
+struct gpu_leaky_relu final : op_kernel {
+  /// The kernel of node n: its alpha and dtype are read here, once.
+  explicit gpu_leaky_relu(const node& n) : t_(arithmetic_elem_of(n.output_dtype(0), n, false)), alpha_(n.attr<double>("alpha")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor f = device_input(ctx, Grad ? 1 : 0);
+    const tensor g = Grad ? device_input(ctx, 0) : tensor();
+    if (Grad && g.shape() != f.shape())
+      fail(error_code::invalid_argument, "gradients and features must have the same shape, got ", g.shape(), " and ", f.shape());
+    tensor& out = ctx.allocate_output(0, f.shape());
+    launch::leaky_relu_op(t_, alpha_, f.raw_data(), Grad ? g.raw_data() : nullptr, out.raw_data(), out.num_elements(),
+                          gpu_of(ctx.device()).stream());
+    launched(Grad ? "LeakyReluGrad" : "LeakyRelu");
+  }
+ private:
+  launch::elem t_;
+  double alpha_;
+};
+
+/// The GPU kernel of ClipByValue: Minimum with max, then Maximum with min (Add's plans and
+/// kernels, a scalar broadcast), the CPU's order: a NaN stays NaN, min above max gives min.
+struct gpu_clip_by_value final : op_kernel {
+  /// The kernel of node n: its dtype is read here, once.
+  explicit gpu_clip_by_value(const node& n) : t_(arithmetic_elem_of(n.output_dtype(0), n, false)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0), lo = device_input(ctx, 1), hi = device_input(ctx, 2);
+    for (const tensor* b : {&lo, &hi})
+      if (b->rank() != 0 && b->shape() != x.shape())
+        fail(error_code::invalid_argument, b == &lo ? "clip_value_min" : "clip_value_max", " must be a scalar or have t's shape ",
+             x.shape(), ", got ", b->shape());
+    tensor& out = ctx.allocate_output(0, x.shape());
+    const cudaStream_t stream = gpu_of(ctx.device()).stream();
+    launch::binary_op(launch::binary::minimum, t_, x.raw_data(), hi.raw_data(), out.raw_data(), out.num_elements(),
+                      plan_for({&x.shape(), &hi.shape()}, x.shape()), stream);
+    launch::binary_op(launch::binary::maximum, t_, out.raw_data(), lo.raw_data(), out.raw_data(), out.num_elements(),
+                      plan_for({&x.shape(), &lo.shape()}, x.shape()), stream);
+    launched("ClipByValue");
+  }
+ private:
+  launch::elem t_;
+};
+
 /// The GPU kernel of Range for dtype T: its few values computed on the host (TensorFlow's
 /// int32 Range lives in host memory too); a kernel on the device that reads them copies them.
 template <class T>
@@ -3039,6 +3082,9 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<gpu_strided_slice>("StridedSlice");
     register_gpu_kernel_for<gpu_strided_slice_grad>("StridedSliceGrad", "T", all_but_string);
     register_gpu_kernel<gpu_split_v>("SplitV");
+    register_gpu_kernel_for<gpu_leaky_relu<false>>("LeakyRelu", "T", floats);
+    register_gpu_kernel_for<gpu_leaky_relu<true>>("LeakyReluGrad", "T", floats);
+    register_gpu_kernel_for<gpu_clip_by_value>("ClipByValue", "T", numbers);
     register_gpu_kernel<gpu_identity>("StopGradient");
     register_gpu_kernel<gpu_identity>("PreventGradient");
     register_gpu_kernel<cpu::ensure_shape_kernel>("EnsureShape");

@@ -297,6 +297,14 @@ void dispatch_cast(cast_elem t, F&& f) {
 }
 
 template <class T>
+__global__ void leaky_relu_kernel(const T* x, const T* g, T* y, std::int64_t n, compute_t<T> alpha) {
+  WEFT_GRID_LOOP(i, n) {
+    const compute_t<T> f = load(x[i]), v = g ? load(g[i]) : f;
+    y[i] = store<T>(f > compute_t<T>(0) ? v : alpha * v);
+  }
+}
+
+template <class T>
 __global__ void fill_kernel(const T* value, T* y, std::int64_t n) {
   const T v = *value;
   WEFT_GRID_LOOP(i, n) y[i] = v;
@@ -1163,6 +1171,19 @@ void cast_op(cast_elem from, cast_elem to, const void* x, void* y, std::int64_t 
       kernels::cast_kernel<From, To><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(static_cast<const From*>(x),
                                                                                          static_cast<To*>(y), n);
     });
+  });
+}
+
+void leaky_relu_op(elem t, double alpha, const void* x, const void* g, void* y, std::int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (kernels::is_float<T>) {
+      using C = kernels::compute_t<T>;
+      const C a = static_cast<C>(static_cast<T>(alpha));  // rounded to T first, as the CPU's
+      kernels::leaky_relu_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+          static_cast<const T*>(x), static_cast<const T*>(g), static_cast<T*>(y), n, a);
+    }
   });
 }
 

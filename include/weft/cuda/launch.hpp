@@ -129,6 +129,9 @@ void binary_op(binary op, elem t, const void* a, const void* b, void* z, std::in
 /// elements of `element_bytes` bytes (1, 2, 4, 8 or 16: any dtype but string).
 void select_op(int element_bytes, const bool* cond, const void* a, const void* b, void* out, std::int64_t n,
                const broadcast_plan& plan, cudaStream_t stream);
+/// LeakyRelu (gradients null: y = x > 0 ? x : alpha x) and LeakyReluGrad (y = x > 0 ? g :
+/// alpha g, x the features) for n elements of floating type t, alpha rounded to t first.
+void leaky_relu_op(elem t, double alpha, const void* x, const void* gradients, void* y, std::int64_t n, cudaStream_t stream);
 /// Every element type Cast converts between on the GPU: elem's and the narrow integers and
 /// complex numbers no other GPU kernel computes with.
 enum class cast_elem : int { f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, boolean, c64, c128 };

@@ -288,6 +288,56 @@ auto check_numerics(const A& a, std::string message) {
   return op_expr<check_numerics_op<T>, T, shape_of<A>, std::remove_cvref_t<A>>({{}, std::move(message)}, a);
 }
 
+namespace check {
+WEFT_DETAIL_SUPPORT_CHECK(leaky_relu_dtype, "weft::leaky_relu: the operand must be float16, bfloat16, float or double");
+WEFT_DETAIL_SUPPORT_CHECK(clip_by_value_dtype, "weft::clip_by_value: the operand must be a real number type");
+WEFT_DETAIL_TYPE_CHECK(clip_by_value_dtypes, "weft::clip_by_value: the bounds' dtype differs from the operand's");
+WEFT_DETAIL_DIM_CHECK(clip_by_value_bounds, "weft::clip_by_value: a bound must be a scalar or have the operand's shape");
+}  // namespace check
+/// leaky_relu(x, alpha): x > 0 ? x : alpha x (TensorFlow's LeakyRelu, alpha 0.2 by default,
+/// rounded to x's dtype); a node of its own, differentiable (LeakyReluGrad).
+template <expression A>
+auto leaky_relu(const A& a, double alpha = 0.2) {
+  using T = value_type_of<A>;
+  (void)check::leaky_relu_dtype<T, detail::in_list<T, float_types>::value>::value;
+  using Op = detail::indexed_op<ops::LeakyRelu, T>;
+  return op_expr<Op, T, shape_of<A>, std::remove_cvref_t<A>>(Op{"LeakyRelu", {}, {{"alpha", alpha}}}, a);
+}
+/// clip_by_value(x, min, max): max(min(x, max), min) elementwise (TensorFlow's ClipByValue:
+/// NaN stays NaN); the bounds expressions of x's dtype, each a scalar or of x's shape, or
+/// plain numbers (of x's dtype); differentiable in all three.
+template <expression A, class Lo, class Hi>
+auto clip_by_value(const A& a, const Lo& lo, const Hi& hi) {
+  using T = value_type_of<A>;
+  (void)check::clip_by_value_dtype<T, detail::in_list<T, real_number_types>::value>::value;
+  const auto bound = [](const auto& b) {
+    if constexpr (expression<std::remove_cvref_t<decltype(b)>>) return b;
+    else return constant(static_cast<T>(b));
+  };
+  auto l = bound(lo);
+  auto h = bound(hi);
+  using L = decltype(l);
+  using H = decltype(h);
+  (void)check::clip_by_value_dtypes<T, value_type_of<L>>::value;
+  (void)check::clip_by_value_dtypes<T, value_type_of<H>>::value;
+  constexpr auto fits = [](auto bound_shape) {
+    using B = decltype(bound_shape);
+    if constexpr (B::rank == 0) {
+      return std::int64_t{0};
+    } else if constexpr (B::rank != shape_of<A>::rank) {
+      return std::int64_t{1};
+    } else {
+      for (std::size_t d = 0; d < B::values.size(); ++d)
+        if (B::values[d] >= 0 && shape_of<A>::values[d] >= 0 && B::values[d] != shape_of<A>::values[d]) return std::int64_t{1};
+      return std::int64_t{0};
+    }
+  };
+  (void)check::clip_by_value_bounds<fits(shape_of<L>{}), 0>::value;
+  (void)check::clip_by_value_bounds<fits(shape_of<H>{}), 0>::value;
+  using Op = detail::indexed_op<ops::ClipByValue, T>;
+  return op_expr<Op, T, shape_of<A>, std::remove_cvref_t<A>, L, H>(Op{"ClipByValue", {}, {}}, a, l, h);
+}
+
 namespace detail {
 /// Lowers the operands of a binary op: a scalar beside an expression takes its dtype.
 template <class A, class B>

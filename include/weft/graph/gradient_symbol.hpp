@@ -231,6 +231,16 @@ inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
 inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
 /// BiasAddGrad(a): a summed over every dim but the channel dim.
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+/// LeakyReluGrad(d, features; alpha): d where features > 0, else alpha d.
+inline symbol leaky_relu_backprop(const symbol& d, const symbol& features, double alpha) {
+  return d.then("LeakyReluGrad", {features}, {{"alpha", alpha}});
+}
+/// Less(a, b), Greater(a, b) and LogicalOr(a, b), broadcasting.
+inline symbol less(const symbol& a, const symbol& b) { return a.then("Less", {b}); }
+/// Greater(a, b).
+inline symbol greater(const symbol& a, const symbol& b) { return a.then("Greater", {b}); }
+/// LogicalOr(a, b).
+inline symbol logical_or(const symbol& a, const symbol& b) { return a.then("LogicalOr", {b}); }
 /// ReluGrad(d, features): d where features > 0, else 0.
 inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
 /// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].

@@ -7,6 +7,7 @@
 ///            that shape, a scalar, or a vector picking whole rows (along dim 0) of t or e
 ///   Cast:    y = static_cast<DstT>(x)
 ///   AddN:    sum = inputs[0] + ... + inputs[N-1], all of one shape (no broadcasting)
+///   LeakyRelu(x; alpha), LeakyReluGrad(g, x; alpha), ClipByValue(t, min, max)
 #pragma once
 
 #include <vector>
@@ -103,6 +104,45 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
                      })
                      .build());
   defs.push_back(op_def_builder("LogicalNot").input("x: bool").output("y: bool").shape_fn(same_shape).build());
+  // LeakyRelu: x > 0 ? x : alpha x (NaN stays NaN); its gradient op, LeakyReluGrad(gradients,
+  // features): features > 0 ? gradients : alpha gradients, of one shape.
+  defs.push_back(op_def_builder("LeakyRelu")
+                     .input("features: T")
+                     .output("activations: T")
+                     .attr(real_float_type_attr)
+                     .attr("alpha: float = 0.2")
+                     .shape_fn(same_shape)
+                     .build());
+  defs.push_back(op_def_builder("LeakyReluGrad")
+                     .input("gradients: T")
+                     .input("features: T")
+                     .output("backprops: T")
+                     .attr(real_float_type_attr)
+                     .attr("alpha: float = 0.2")
+                     .shape_fn([](shape_context& c) {
+                       if (!shapes_compatible(c.input(0), c.input(1)))
+                         c.fail("gradients and features must have the same shape, got ", c.input(0), " and ", c.input(1));
+                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : c.input(1));
+                     })
+                     .build());
+  // ClipByValue(t, min, max): max(min(t, max), min) elementwise (NaN stays NaN; min above
+  // max gives min), min and max scalars or of t's shape.
+  defs.push_back(op_def_builder("ClipByValue")
+                     .input("t: T")
+                     .input("clip_value_min: T")
+                     .input("clip_value_max: T")
+                     .output("output: T")
+                     .attr(real_type_attr)
+                     .shape_fn([](shape_context& c) {
+                       for (int i = 1; i < 3; ++i) {
+                         const partial_shape& b = c.input(i);
+                         if (b.rank_known() && b.rank() != 0 && !shapes_compatible(b, c.input(0)))
+                           c.fail(i == 1 ? "clip_value_min" : "clip_value_max", " must be a scalar or have t's shape ", c.input(0),
+                                  ", got ", b);
+                       }
+                       c.set_output(0, c.input(0));
+                     })
+                     .build());
 
   auto binary = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name)
@@ -545,6 +585,34 @@ struct relu_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
 };
 
+/// The gradient rule of LeakyRelu (framework/gradient_rule.hpp): LeakyReluGrad of the gradient.
+struct leaky_relu_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {leaky_relu_backprop(a.d(), a.x[0], a.n.template attr<double>("alpha"))};
+  }
+};
+/// The gradient rule of LeakyReluGrad (framework/gradient_rule.hpp): linear in the
+/// gradients, with the same mask; none for the features.
+struct leaky_relu_grad_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {leaky_relu_backprop(a.d(), a.x[1], a.n.template attr<double>("alpha")), std::nullopt};
+  }
+};
+/// The gradient rule of ClipByValue (framework/gradient_rule.hpp), TensorFlow's: t gets the
+/// gradient where it was inside the range, min (max) the sum of it where t was below (above).
+struct clip_by_value_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], &d = a.d();
+    const V below = less(x, a.x[1]), above = greater(x, a.x[2]), zero = zeros_like(d);
+    return {select(logical_or(below, above), zero, d), sum_to(select(below, d, zero), a.x[1]), sum_to(select(above, d, zero), a.x[2])};
+  }
+};
 /// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
 struct relu_grad_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
@@ -603,6 +671,9 @@ struct Relu {
   static void define() { register_math_ops(); }
 };
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReluGrad, math, gradients::relu_grad_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(LeakyRelu, math, gradients::leaky_relu_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(LeakyReluGrad, math, gradients::leaky_relu_grad_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ClipByValue, math, gradients::clip_by_value_grad)
 WEFT_DETAIL_OP_TYPE(LogicalNot, math)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Add, math, gradients::add_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sub, math, gradients::sub_grad)
@@ -632,7 +703,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, FloorDiv, FloorMod, AddN, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Reciprocal, Log1p, Expm1, Softplus, Erf, Floor, Ceil, Round, Sign, Elu, Selu, Relu6, IsNan, IsInf, IsFinite, CheckNumerics, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, SquaredDifference, Atan2, FloorDiv, FloorMod, AddN, LeakyRelu, LeakyReluGrad, ClipByValue, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };

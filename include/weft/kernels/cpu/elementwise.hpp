@@ -772,6 +772,64 @@ struct add_n_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of LeakyRelu (Grad false: x > 0 ? x : alpha x) and LeakyReluGrad (Grad
+/// true: features > 0 ? g : alpha g) for dtype T; alpha rounded to T first, as TensorFlow's.
+template <class T, bool Grad>
+struct leaky_relu_kernel final : op_kernel {
+  /// The kernel of node n: its alpha is read here, once.
+  explicit leaky_relu_kernel(const node& n) : alpha_(static_cast<compute_t<T>>(static_cast<T>(n.attr<double>("alpha")))) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& f = ctx.input(Grad ? 1 : 0);
+    const tensor& v = ctx.input(0);
+    if (Grad && v.shape() != f.shape())
+      fail(error_code::invalid_argument, "gradients and features must have the same shape, got ", v.shape(), " and ", f.shape());
+    tensor& out = ctx.allocate_output(0, f.shape());
+    const T *pf = f.data<T>(), *pv = v.data<T>();
+    T* po = out.data<T>();
+    using C = compute_t<T>;
+    ctx.parallel_for(f.num_elements(), 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        const C x = static_cast<C>(pf[i]), g = static_cast<C>(pv[i]);
+        po[i] = static_cast<T>(x > C(0) ? g : alpha_ * g);
+      }
+    });
+  }
+ private:
+  compute_t<T> alpha_;
+};
+template <class T>
+using leaky_relu_forward_kernel = leaky_relu_kernel<T, false>;  ///< LeakyRelu's
+template <class T>
+using leaky_relu_grad_kernel = leaky_relu_kernel<T, true>;  ///< LeakyReluGrad's
+
+/// The CPU kernel of ClipByValue for dtype T: min(t, max), then max of that and min, in T's
+/// compute type (a NaN stays NaN); min and max scalars or of t's shape.
+template <class T>
+struct clip_by_value_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit clip_by_value_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor &t = ctx.input(0), &lo = ctx.input(1), &hi = ctx.input(2);
+    for (const tensor* b : {&lo, &hi})
+      if (b->rank() != 0 && b->shape() != t.shape())
+        fail(error_code::invalid_argument, b == &lo ? "clip_value_min" : "clip_value_max", " must be a scalar or have t's shape ",
+             t.shape(), ", got ", b->shape());
+    tensor& out = ctx.allocate_output(0, t.shape());
+    const T *pt = t.data<T>(), *pl = lo.data<T>(), *ph = hi.data<T>();
+    const std::int64_t sl = lo.rank() == 0 ? 0 : 1, sh = hi.rank() == 0 ? 0 : 1;  // a scalar's stride is 0
+    T* po = out.data<T>();
+    using C = compute_t<T>;
+    ctx.parallel_for(t.num_elements(), 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        C x = static_cast<C>(pt[i]);
+        const C l = static_cast<C>(pl[i * sl]), h = static_cast<C>(ph[i * sh]);
+        x = x > h ? h : x;
+        po[i] = static_cast<T>(x < l ? l : x);
+      }
+    });
+  }
+};
+
 /// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
@@ -912,6 +970,9 @@ void register_elementwise_kernels() {
   register_for<relu_grad_kernel>("ReluGrad", "T", real_number_types{});
   register_for<check_numerics_kernel>("CheckNumerics", "T", float_types{});
   register_for<add_n_kernel>("AddN", "T", number_types{});
+  register_for<leaky_relu_forward_kernel>("LeakyRelu", "T", float_types{});
+  register_for<leaky_relu_grad_kernel>("LeakyReluGrad", "T", float_types{});
+  register_for<clip_by_value_kernel>("ClipByValue", "T", real_number_types{});
   register_for<select_kernel>("SelectV2", "T", all_types{});
   register_for<select_rows_kernel>("Select", "T", all_types{});
   register_cpu_kernel<string_compare_kernel<true>>("Equal", {"T", dtype::string});
@@ -946,6 +1007,24 @@ template <class T>
 struct kernel_for<ops::AddN, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::add_n_kernel<T>>("AddN", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of LeakyRelu's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::LeakyRelu, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::leaky_relu_forward_kernel<T>>("LeakyRelu", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of LeakyReluGrad's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::LeakyReluGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::leaky_relu_grad_kernel<T>>("LeakyReluGrad", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of ClipByValue's CPU kernel (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::ClipByValue, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::clip_by_value_kernel<T>>("ClipByValue", {"T", dtype_of<T>}); }
 };
 /// Typed code's registration of SelectV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>
