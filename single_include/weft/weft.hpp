@@ -4114,7 +4114,16 @@ inline void register_array_ops() { op_registry::global().add_family("array", arr
 
 namespace weft::gradients {
 
-/// The gradient rule of ZerosLike and OnesLike (framework/gradient_rule.hpp): the result does not depend on the input's values.
+/// Each output's gradient, zeros for the outputs none flows into (the rules of the ops that
+/// cut their input into parts: Split, SplitV, Unpack).
+template <class V>
+std::vector<V> output_gradients_or_zeros(const args<V>& a) {
+  std::vector<V> parts;
+  for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+  return parts;
+}
+
+/// The gradient rule of ZerosLike, OnesLike and StopGradient (framework/gradient_rule.hpp): no gradient flows to the input (TensorFlow's None: it gets zeros).
 struct values_unused_grad {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
@@ -4150,9 +4159,7 @@ struct unpack_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
     if (a.y.empty()) return {zeros_like(a.x[0])};  // num = 0: the input has no elements
-    std::vector<V> parts;
-    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
-    return {pack(parts, a.n.template attr<std::int64_t>("axis"))};
+    return {pack(output_gradients_or_zeros(a), a.n.template attr<std::int64_t>("axis"))};
   }
 };
 
@@ -4185,17 +4192,9 @@ struct split_v_grad {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
-    std::vector<V> parts;
-    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+    const std::vector<V> parts = output_gradients_or_zeros(a);
     return {parts.size() == 1 ? parts[0] : concat(parts, a.x[2]), std::nullopt, std::nullopt};
   }
-};
-
-/// The gradient rule of StopGradient (framework/gradient_rule.hpp): none flows through it
-/// (its input gets zeros, TensorFlow's None).
-struct stop_gradient_grad {
-  /// The gradients of the node's inputs, from the gradients of its outputs.
-  template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
 };
 
 /// The gradient rule of PreventGradient (framework/gradient_rule.hpp): asking for the
@@ -4269,9 +4268,7 @@ struct split_grad {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
-    std::vector<V> parts;
-    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
-    return {std::nullopt, concat(parts, a.x[0])};
+    return {std::nullopt, concat(output_gradients_or_zeros(a), a.x[0])};
   }
 };
 
@@ -4401,7 +4398,7 @@ WEFT_DETAIL_OP_TYPE(Range, array)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSlice, array, gradients::strided_slice_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSliceGrad, array, gradients::strided_slice_grad_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SplitV, array, gradients::split_v_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StopGradient, array, gradients::stop_gradient_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StopGradient, array, gradients::values_unused_grad)  // none flows through it
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(PreventGradient, array, gradients::prevent_gradient_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Snapshot, array, gradients::identity_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(EnsureShape, array, gradients::identity_grad)
@@ -4912,6 +4909,13 @@ inline bool select_picks_rows(const shape& cond, const shape& t, const shape& e)
   return rows;
 }
 
+/// Shape function of ReluGrad and LeakyReluGrad: gradients and features of one shape, the output's.
+inline void gradients_and_features(shape_context& c) {
+  if (!shapes_compatible(c.input(0), c.input(1)))
+    c.fail("gradients and features must have the same shape, got ", c.input(0), " and ", c.input(1));
+  c.set_output(0, c.input(0).rank_known() ? c.input(0) : c.input(1));
+}
+
 /// The math family's op definitions (registered by register_math_ops()).
 std::vector<op_def> math_op_defs();
 #ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
@@ -4959,11 +4963,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
                      .input("features: T")
                      .output("backprops: T")
                      .attr(real_type_attr)
-                     .shape_fn([](shape_context& c) {
-                       if (!shapes_compatible(c.input(0), c.input(1)))
-                         c.fail("gradients and features must have the same shape, got ", c.input(0), " and ", c.input(1));
-                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : c.input(1));
-                     })
+                     .shape_fn(gradients_and_features)
                      .build());
   defs.push_back(op_def_builder("LogicalNot").input("x: bool").output("y: bool").shape_fn(same_shape).build());
   // LeakyRelu: x > 0 ? x : alpha x (NaN stays NaN); its gradient op, LeakyReluGrad(gradients,
@@ -4981,11 +4981,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
                      .output("backprops: T")
                      .attr(real_float_type_attr)
                      .attr("alpha: float = 0.2")
-                     .shape_fn([](shape_context& c) {
-                       if (!shapes_compatible(c.input(0), c.input(1)))
-                         c.fail("gradients and features must have the same shape, got ", c.input(0), " and ", c.input(1));
-                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : c.input(1));
-                     })
+                     .shape_fn(gradients_and_features)
                      .build());
   // ClipByValue(t, min, max): max(min(t, max), min) elementwise (NaN stays NaN; min above
   // max gives min), min and max scalars or of t's shape.

@@ -742,7 +742,16 @@ inline void register_array_ops() { op_registry::global().add_family("array", arr
 
 namespace weft::gradients {
 
-/// The gradient rule of ZerosLike and OnesLike (framework/gradient_rule.hpp): the result does not depend on the input's values.
+/// Each output's gradient, zeros for the outputs none flows into (the rules of the ops that
+/// cut their input into parts: Split, SplitV, Unpack).
+template <class V>
+std::vector<V> output_gradients_or_zeros(const args<V>& a) {
+  std::vector<V> parts;
+  for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+  return parts;
+}
+
+/// The gradient rule of ZerosLike, OnesLike and StopGradient (framework/gradient_rule.hpp): no gradient flows to the input (TensorFlow's None: it gets zeros).
 struct values_unused_grad {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
@@ -778,9 +787,7 @@ struct unpack_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
     if (a.y.empty()) return {zeros_like(a.x[0])};  // num = 0: the input has no elements
-    std::vector<V> parts;
-    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
-    return {pack(parts, a.n.template attr<std::int64_t>("axis"))};
+    return {pack(output_gradients_or_zeros(a), a.n.template attr<std::int64_t>("axis"))};
   }
 };
 
@@ -813,17 +820,9 @@ struct split_v_grad {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
-    std::vector<V> parts;
-    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+    const std::vector<V> parts = output_gradients_or_zeros(a);
     return {parts.size() == 1 ? parts[0] : concat(parts, a.x[2]), std::nullopt, std::nullopt};
   }
-};
-
-/// The gradient rule of StopGradient (framework/gradient_rule.hpp): none flows through it
-/// (its input gets zeros, TensorFlow's None).
-struct stop_gradient_grad {
-  /// The gradients of the node's inputs, from the gradients of its outputs.
-  template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
 };
 
 /// The gradient rule of PreventGradient (framework/gradient_rule.hpp): asking for the
@@ -897,9 +896,7 @@ struct split_grad {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
-    std::vector<V> parts;
-    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
-    return {std::nullopt, concat(parts, a.x[0])};
+    return {std::nullopt, concat(output_gradients_or_zeros(a), a.x[0])};
   }
 };
 
@@ -1029,7 +1026,7 @@ WEFT_DETAIL_OP_TYPE(Range, array)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSlice, array, gradients::strided_slice_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSliceGrad, array, gradients::strided_slice_grad_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SplitV, array, gradients::split_v_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StopGradient, array, gradients::stop_gradient_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StopGradient, array, gradients::values_unused_grad)  // none flows through it
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(PreventGradient, array, gradients::prevent_gradient_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Snapshot, array, gradients::identity_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(EnsureShape, array, gradients::identity_grad)

@@ -50,6 +50,13 @@ inline bool select_picks_rows(const shape& cond, const shape& t, const shape& e)
   return rows;
 }
 
+/// Shape function of ReluGrad and LeakyReluGrad: gradients and features of one shape, the output's.
+inline void gradients_and_features(shape_context& c) {
+  if (!shapes_compatible(c.input(0), c.input(1)))
+    c.fail("gradients and features must have the same shape, got ", c.input(0), " and ", c.input(1));
+  c.set_output(0, c.input(0).rank_known() ? c.input(0) : c.input(1));
+}
+
 /// The math family's op definitions (registered by register_math_ops()).
 std::vector<op_def> math_op_defs();
 #ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
@@ -97,11 +104,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
                      .input("features: T")
                      .output("backprops: T")
                      .attr(real_type_attr)
-                     .shape_fn([](shape_context& c) {
-                       if (!shapes_compatible(c.input(0), c.input(1)))
-                         c.fail("gradients and features must have the same shape, got ", c.input(0), " and ", c.input(1));
-                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : c.input(1));
-                     })
+                     .shape_fn(gradients_and_features)
                      .build());
   defs.push_back(op_def_builder("LogicalNot").input("x: bool").output("y: bool").shape_fn(same_shape).build());
   // LeakyRelu: x > 0 ? x : alpha x (NaN stays NaN); its gradient op, LeakyReluGrad(gradients,
@@ -119,11 +122,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
                      .output("backprops: T")
                      .attr(real_float_type_attr)
                      .attr("alpha: float = 0.2")
-                     .shape_fn([](shape_context& c) {
-                       if (!shapes_compatible(c.input(0), c.input(1)))
-                         c.fail("gradients and features must have the same shape, got ", c.input(0), " and ", c.input(1));
-                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : c.input(1));
-                     })
+                     .shape_fn(gradients_and_features)
                      .build());
   // ClipByValue(t, min, max): max(min(t, max), min) elementwise (NaN stays NaN; min above
   // max gives min), min and max scalars or of t's shape.
