@@ -496,3 +496,19 @@ TEST_CASE("ClipByValue clamps to scalar or elementwise bounds as TensorFlow does
   test::require_error([&] { g.op("ClipByValue", {t, tc<float>(g, {3}, {0, 0, 0}), g.constant(tensor::scalar(1.0f))}, {}, "row"); },
                       {"row", "(ClipByValue)", "clip_value_min must be a scalar or have t's shape [2,3], got [3]"});
 }
+
+TEST_CASE("Where gives the coordinates of the true elements in row-major order") {
+  graph g;
+  const node& w = g.op("Where", {g.constant(tensor::from_vector(std::vector<bool>{true, false, false, true, true, false}, shape{2, 3}))});
+  CHECK(w.output_shape(0) == partial_shape{unknown_dim, 2});
+  const tensor got = eval(g, w);
+  CHECK(got.shape() == shape{3, 2});
+  CHECK(got.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 0, 1, 0, 1, 1});
+  // Numbers: non-zero is true, -0 is not, NaN is; rank 0; empty; none true.
+  CHECK(eval(g, g.op("Where", {tc<float>(g, {5}, {0.0f, -0.0f, std::nanf(""), 2.0f, 0.0f})})).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{2, 3});
+  CHECK(eval(g, g.op("Where", {g.constant(tensor::scalar(std::int32_t{7}))})).shape() == shape{1, 0});
+  CHECK(eval(g, g.op("Where", {g.constant(tensor::scalar(std::int32_t{0}))})).shape() == shape{0, 0});
+  CHECK(eval(g, g.op("Where", {tc<double>(g, {2, 0, 3}, {})})).shape() == shape{0, 3});
+  CHECK(eval(g, g.op("Where", {tc<std::int64_t>(g, {2, 2}, {0, 0, 0, 0})})).shape() == shape{0, 2});
+}

@@ -3410,6 +3410,8 @@ struct core {
 ///                              x itself: no gradient flows through StopGradient, asking for
 ///                              one through PreventGradient is an error with its message,
 ///                              EnsureShape checks x has the shape
+///   Where(x)                   the coordinates of x's true (non-zero) elements in row-major
+///                              order, int64 [count, rank] (tf.where with one argument)
 ///   Range(start, limit, delta) start, start + delta, ... up to limit (excluded); TensorFlow's
 ///                              count: ceil(|limit - start| / |delta|)
 
@@ -4083,6 +4085,16 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> array_op_defs() {
                        c.set_output(0, partial_shape(dims));
                      })
                      .build());
+  defs.push_back(op_def_builder("Where")
+                     .input("input: T")
+                     .output("index: int64")
+                     .attr("T: {bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, "
+                           "float64, complex64, complex128} = bool")
+                     .shape_fn([](shape_context& c) {
+                       const auto& in = c.input(0);
+                       c.set_output(0, partial_shape{unknown_dim, in.rank_known() ? in.rank() : unknown_dim});
+                     })
+                     .build());
   defs.push_back(op_def_builder("Range")
                      .input("start: Tidx")
                      .input("limit: Tidx")
@@ -4395,6 +4407,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pack, array, gradients::pack_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Unpack, array, gradients::unpack_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReverseV2, array, gradients::reverse_grad)
 WEFT_DETAIL_OP_TYPE(Range, array)
+WEFT_DETAIL_OP_TYPE(Where, array)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSlice, array, gradients::strided_slice_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSliceGrad, array, gradients::strided_slice_grad_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SplitV, array, gradients::split_v_grad)
@@ -4407,7 +4420,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct array {
   static constexpr const char* name = "array";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range, StridedSlice, StridedSliceGrad, SplitV, StopGradient, PreventGradient, Snapshot, EnsureShape>;  ///< its op types
+  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range, StridedSlice, StridedSliceGrad, SplitV, StopGradient, PreventGradient, Snapshot, EnsureShape, Where>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_array_ops(); }
 };
@@ -23542,6 +23555,33 @@ struct ensure_shape_kernel final : op_kernel {
   partial_shape want_;
 };
 
+/// The CPU kernel of Where for dtype T: the coordinates of the elements that are true (not
+/// zero; a complex number not 0 + 0i; NaN counts as true, as in TensorFlow) in row-major
+/// order, as int64 rows of rank entries.
+template <class T>
+struct where_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit where_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const T* p = x.data<T>();
+    const std::int64_t n = x.num_elements();
+    std::int64_t count = 0;
+    for (std::int64_t i = 0; i < n; ++i) count += p[i] != T(0) ? 1 : 0;
+    const int rank = x.rank();
+    tensor& out = ctx.allocate_output(0, shape{count, rank});
+    std::int64_t* o = out.data<std::int64_t>();
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(rank), 0);
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (p[i] != T(0)) o = std::copy(idx.begin(), idx.end(), o);
+      for (int d = rank - 1; d >= 0; --d) {
+        if (++idx[static_cast<std::size_t>(d)] < x.shape()[d]) break;
+        idx[static_cast<std::size_t>(d)] = 0;
+      }
+    }
+  }
+};
+
 /// Range's values for dtype T into `out` (of range_size_of's count): element i is start +
 /// i delta (integers modulo 2^64 before the cast back, which lands in [start, limit);
 /// floating point computed in double and rounded once, where TensorFlow's CPU kernel adds
@@ -23620,6 +23660,9 @@ void register_array_kernels() {
   register_cpu_kernel<identity_kernel>("PreventGradient");
   register_cpu_kernel<snapshot_kernel>("Snapshot");
   register_cpu_kernel<ensure_shape_kernel>("EnsureShape");
+  register_for<where_kernel>("Where", "T", type_list<bool, std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
+                                                  std::uint16_t, std::uint32_t, std::uint64_t, half, bfloat16, float, double,
+                                                  complex64, complex128>{});
   register_for<range_kernel>("Range", "Tidx", type_list<std::int32_t, std::int64_t, float, double>{});
 }
 
@@ -23830,6 +23873,12 @@ template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::EnsureShape, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::ensure_shape_kernel>("EnsureShape"); }
+};
+/// Typed code's registration of Where's CPU kernel for dtype T (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::Where, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::where_kernel<T>>("Where", {"T", dtype_of<T>}); }
 };
 /// Typed code's registration of Range's CPU kernel for dtype T (framework/kernel_for.hpp).
 template <class T>

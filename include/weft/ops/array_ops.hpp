@@ -30,6 +30,8 @@
 ///                              x itself: no gradient flows through StopGradient, asking for
 ///                              one through PreventGradient is an error with its message,
 ///                              EnsureShape checks x has the shape
+///   Where(x)                   the coordinates of x's true (non-zero) elements in row-major
+///                              order, int64 [count, rank] (tf.where with one argument)
 ///   Range(start, limit, delta) start, start + delta, ... up to limit (excluded); TensorFlow's
 ///                              count: ceil(|limit - start| / |delta|)
 #pragma once
@@ -711,6 +713,16 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> array_op_defs() {
                        c.set_output(0, partial_shape(dims));
                      })
                      .build());
+  defs.push_back(op_def_builder("Where")
+                     .input("input: T")
+                     .output("index: int64")
+                     .attr("T: {bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, "
+                           "float64, complex64, complex128} = bool")
+                     .shape_fn([](shape_context& c) {
+                       const auto& in = c.input(0);
+                       c.set_output(0, partial_shape{unknown_dim, in.rank_known() ? in.rank() : unknown_dim});
+                     })
+                     .build());
   defs.push_back(op_def_builder("Range")
                      .input("start: Tidx")
                      .input("limit: Tidx")
@@ -1023,6 +1035,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pack, array, gradients::pack_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Unpack, array, gradients::unpack_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReverseV2, array, gradients::reverse_grad)
 WEFT_DETAIL_OP_TYPE(Range, array)
+WEFT_DETAIL_OP_TYPE(Where, array)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSlice, array, gradients::strided_slice_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(StridedSliceGrad, array, gradients::strided_slice_grad_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SplitV, array, gradients::split_v_grad)
@@ -1035,7 +1048,7 @@ namespace families {  // the whole family (its kernels for every dtype, on each 
 struct array {
   static constexpr const char* name = "array";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range, StridedSlice, StridedSliceGrad, SplitV, StopGradient, PreventGradient, Snapshot, EnsureShape>;  ///< its op types
+  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike, ExpandDims, Squeeze, Pack, Unpack, ReverseV2, Range, StridedSlice, StridedSliceGrad, SplitV, StopGradient, PreventGradient, Snapshot, EnsureShape, Where>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_array_ops(); }
 };

@@ -799,6 +799,33 @@ struct ensure_shape_kernel final : op_kernel {
   partial_shape want_;
 };
 
+/// The CPU kernel of Where for dtype T: the coordinates of the elements that are true (not
+/// zero; a complex number not 0 + 0i; NaN counts as true, as in TensorFlow) in row-major
+/// order, as int64 rows of rank entries.
+template <class T>
+struct where_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
+  explicit where_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const T* p = x.data<T>();
+    const std::int64_t n = x.num_elements();
+    std::int64_t count = 0;
+    for (std::int64_t i = 0; i < n; ++i) count += p[i] != T(0) ? 1 : 0;
+    const int rank = x.rank();
+    tensor& out = ctx.allocate_output(0, shape{count, rank});
+    std::int64_t* o = out.data<std::int64_t>();
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(rank), 0);
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (p[i] != T(0)) o = std::copy(idx.begin(), idx.end(), o);
+      for (int d = rank - 1; d >= 0; --d) {
+        if (++idx[static_cast<std::size_t>(d)] < x.shape()[d]) break;
+        idx[static_cast<std::size_t>(d)] = 0;
+      }
+    }
+  }
+};
+
 /// Range's values for dtype T into `out` (of range_size_of's count): element i is start +
 /// i delta (integers modulo 2^64 before the cast back, which lands in [start, limit);
 /// floating point computed in double and rounded once, where TensorFlow's CPU kernel adds
@@ -877,6 +904,9 @@ void register_array_kernels() {
   register_cpu_kernel<identity_kernel>("PreventGradient");
   register_cpu_kernel<snapshot_kernel>("Snapshot");
   register_cpu_kernel<ensure_shape_kernel>("EnsureShape");
+  register_for<where_kernel>("Where", "T", type_list<bool, std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
+                                                  std::uint16_t, std::uint32_t, std::uint64_t, half, bfloat16, float, double,
+                                                  complex64, complex128>{});
   register_for<range_kernel>("Range", "Tidx", type_list<std::int32_t, std::int64_t, float, double>{});
 }
 
@@ -1087,6 +1117,12 @@ template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::EnsureShape, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::ensure_shape_kernel>("EnsureShape"); }
+};
+/// Typed code's registration of Where's CPU kernel for dtype T (framework/kernel_for.hpp).
+template <class T>
+struct kernel_for<ops::Where, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { register_cpu_kernel<cpu::where_kernel<T>>("Where", {"T", dtype_of<T>}); }
 };
 /// Typed code's registration of Range's CPU kernel for dtype T (framework/kernel_for.hpp).
 template <class T>
