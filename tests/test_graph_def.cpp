@@ -1,7 +1,7 @@
 // TensorFlow's GraphDef both ways (graph/graph_def.hpp) and the wire codec under it
 // (core/wire.hpp). Bytes made without weft come from protoc (Debian's protobuf-compiler,
 // which tools/install-deps installs) against tests/data/tensorflow_graph.proto: a frozen
-// TensorFlow graph encoded by protoc and committed (tests/data/frozen_tf.pb), and protoc's
+// TensorFlow graph encoded by protoc and committed (tests/data/frozen_tf.pb, dynamic_tf.pb), and protoc's
 // decoding of weft's output. Where protoc is missing, the cases that run it say so and
 // check the rest.
 #include "support/helpers.hpp"
@@ -30,6 +30,24 @@ std::string gd_slurp(const std::filesystem::path& p) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// The committed bytes of tests/data/<name>.pb, checked to be what protoc makes of
+// <name>.pbtxt where protoc is installed (a warning says so where it is not).
+std::string gd_committed(const std::string& name) {
+  const std::string bytes = gd_slurp(gd_data / (name + ".pb"));
+  REQUIRE(!bytes.empty());
+  if (test::have_protoc()) {
+    test::temp_dir dir("weft_graph_def_encode");
+    const std::string cmd = "protoc --encode=tensorflow.GraphDef -I " + gd_data.string() + " " +
+                            (gd_data / "tensorflow_graph.proto").string() + " < " + (gd_data / (name + ".pbtxt")).string() +
+                            " > " + (dir.path / "out.pb").string();
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    CHECK(gd_slurp(dir.path / "out.pb") == bytes);
+  } else {
+    WARN("protoc is not installed (tools/install-deps installs it): " << name << ".pb is not compared with " << name << ".pbtxt");
+  }
+  return bytes;
 }
 
 std::string gd_hex(std::string_view s) {
@@ -110,18 +128,7 @@ TEST_CASE("wire: fields are written and read as protobuf's encoding guide spells
 }
 
 TEST_CASE("GraphDef: a frozen TensorFlow graph encoded by protoc imports and runs") {
-  const std::string bytes = gd_slurp(gd_data / "frozen_tf.pb");
-  REQUIRE(!bytes.empty());
-  if (test::have_protoc()) {  // the committed bytes are what protoc makes of the text
-    test::temp_dir dir("weft_graph_def_encode");
-    const std::string cmd = "protoc --encode=tensorflow.GraphDef -I " + gd_data.string() + " " +
-                            (gd_data / "tensorflow_graph.proto").string() + " < " + (gd_data / "frozen_tf.pbtxt").string() +
-                            " > " + (dir.path / "out.pb").string();
-    REQUIRE(std::system(cmd.c_str()) == 0);
-    CHECK(gd_slurp(dir.path / "out.pb") == bytes);
-  } else {
-    WARN("protoc is not installed (tools/install-deps installs it): frozen_tf.pb is not compared with frozen_tf.pbtxt");
-  }
+  const std::string bytes = gd_committed("frozen_tf");
   ops::register_standard_ops();
   graph g;
   import_graph_def(g, bytes);
@@ -184,16 +191,7 @@ TEST_CASE("GraphDef: a frozen TensorFlow graph encoded by protoc imports and run
 }
 
 TEST_CASE("GraphDef: TensorFlow 2's dynamic-shape array ops import and run at any batch") {
-  const std::string bytes = gd_slurp(gd_data / "dynamic_tf.pb");
-  REQUIRE(!bytes.empty());
-  if (test::have_protoc()) {  // the committed bytes are what protoc makes of the text
-    test::temp_dir dir("weft_graph_def_encode");
-    const std::string cmd = "protoc --encode=tensorflow.GraphDef -I " + gd_data.string() + " " +
-                            (gd_data / "tensorflow_graph.proto").string() + " < " + (gd_data / "dynamic_tf.pbtxt").string() +
-                            " > " + (dir.path / "out.pb").string();
-    REQUIRE(std::system(cmd.c_str()) == 0);
-    CHECK(gd_slurp(dir.path / "out.pb") == bytes);
-  }
+  const std::string bytes = gd_committed("dynamic_tf");
   ops::register_standard_ops();
   graph g;
   import_graph_def(g, bytes);
