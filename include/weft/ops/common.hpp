@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <weft/core/broadcast.hpp>
@@ -137,40 +137,28 @@ struct range_count {
   std::int64_t size = 0;  ///< the element count
   std::string error;      ///< empty when the count is valid
 };
-/// range_count of integer start, limit and delta.
-inline range_count range_size(std::int64_t start, std::int64_t limit, std::int64_t delta) {
-  const auto text = [](auto... parts) {
-    std::ostringstream out;
-    (out << ... << parts);
-    return range_count{0, out.str()};
-  };
+/// range_count of integer (int64) or floating-point (double) start, limit and delta.
+template <class T>
+range_count range_size(T start, T limit, T delta) {
+  const auto text = [](const auto&... parts) { return range_count{0, weft::detail::concat(parts...)}; };
   if (delta == 0) return text("delta must not be 0");
   if (delta > 0 && start > limit) return text("start ", start, " is above limit ", limit, " while delta ", delta, " > 0");
   if (delta < 0 && start < limit) return text("start ", start, " is below limit ", limit, " while delta ", delta, " < 0");
-  // |limit - start| and |delta| as unsigned: both fit a uint64, whatever the int64s.
-  const std::uint64_t span = delta > 0 ? static_cast<std::uint64_t>(limit) - static_cast<std::uint64_t>(start)
-                                       : static_cast<std::uint64_t>(start) - static_cast<std::uint64_t>(limit);
-  const std::uint64_t step = delta > 0 ? static_cast<std::uint64_t>(delta) : std::uint64_t{0} - static_cast<std::uint64_t>(delta);
-  const std::uint64_t n = span / step + (span % step != 0 ? 1 : 0);
-  if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-    return text("the range from ", start, " to ", limit, " by ", delta, " has more than 2^63 - 1 elements");
-  return {static_cast<std::int64_t>(n), {}};
-}
-/// range_count of floating-point start, limit and delta.
-inline range_count range_size(double start, double limit, double delta) {
-  const auto text = [](auto... parts) {
-    std::ostringstream out;
-    out.precision(17);
-    (out << ... << parts);
-    return range_count{0, out.str()};
-  };
-  if (delta == 0) return text("delta must not be 0");
-  if (delta > 0 && start > limit) return text("start ", start, " is above limit ", limit, " while delta ", delta, " > 0");
-  if (delta < 0 && start < limit) return text("start ", start, " is below limit ", limit, " while delta ", delta, " < 0");
-  const double n = std::ceil(std::abs((limit - start) / delta));
-  if (!(n >= 0 && n < 9.2233720368547758e18))  // NaN and infinities too
-    return text("the range from ", start, " to ", limit, " by ", delta, " has no finite element count that fits an int64");
-  return {static_cast<std::int64_t>(n), {}};
+  if constexpr (std::is_integral_v<T>) {
+    // |limit - start| and |delta| as unsigned: both fit a uint64, whatever the int64s.
+    const std::uint64_t span = delta > 0 ? static_cast<std::uint64_t>(limit) - static_cast<std::uint64_t>(start)
+                                         : static_cast<std::uint64_t>(start) - static_cast<std::uint64_t>(limit);
+    const std::uint64_t step = delta > 0 ? static_cast<std::uint64_t>(delta) : std::uint64_t{0} - static_cast<std::uint64_t>(delta);
+    const std::uint64_t n = span / step + (span % step != 0 ? 1 : 0);
+    if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      return text("the range from ", start, " to ", limit, " by ", delta, " has more than 2^63 - 1 elements");
+    return {static_cast<std::int64_t>(n), {}};
+  } else {
+    const double n = std::ceil(std::abs((limit - start) / delta));
+    if (!(n >= 0 && n < 9.2233720368547758e18))  // NaN and infinities too
+      return text("the range from ", start, " to ", limit, " by ", delta, " has no finite element count that fits an int64");
+    return {static_cast<std::int64_t>(n), {}};
+  }
 }
 /// range_count of Range's three scalar inputs (of one dtype: int32, int64, float32 or float64).
 inline range_count range_size_of(const tensor& start, const tensor& limit, const tensor& delta) {
@@ -192,11 +180,7 @@ struct split_sizes {
 };
 /// split_sizes of SplitV's size_splits for `parts` parts of a dim of size `dim`.
 inline split_sizes split_sizes_of(std::vector<std::int64_t> sizes, std::int64_t parts, std::int64_t dim) {
-  const auto text = [](auto... p) {
-    std::ostringstream out;
-    (out << ... << p);
-    return split_sizes{{}, out.str()};
-  };
+  const auto text = [](const auto&... p) { return split_sizes{{}, weft::detail::concat(p...)}; };
   if (static_cast<std::int64_t>(sizes.size()) != parts)
     return text("size_splits has ", sizes.size(), " entries for num_split = ", parts);
   std::int64_t known = 0;

@@ -19,9 +19,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include <weft/core/error.hpp>
 
 namespace weft::ops {
 
@@ -48,12 +49,6 @@ struct strided_slice_plan {
 
 namespace detail {
 inline bool bit(std::int64_t mask, std::size_t i) { return i < 63 && ((mask >> i) & 1) != 0; }
-template <class... P>
-std::string strided_slice_error(const P&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
-}
 }  // namespace detail
 
 /// The plan of StridedSlice over an input of dims `input` (-1 where unknown), with
@@ -66,12 +61,12 @@ inline strided_slice_plan plan_strided_slice(const std::vector<std::int64_t>& in
   strided_slice_plan p;
   const std::size_t entries = strides.size();
   if ((begin && begin->size() != entries) || (end && end->size() != entries)) {
-    p.error = detail::strided_slice_error("begin, end and strides must have one length, got ", begin ? begin->size() : entries,
+    p.error = weft::detail::concat("begin, end and strides must have one length, got ", begin ? begin->size() : entries,
                                           ", ", end ? end->size() : entries, " and ", entries);
     return p;
   }
   if (entries > 62) {
-    p.error = detail::strided_slice_error("the spec has ", entries, " entries: the masks hold at most 62");
+    p.error = weft::detail::concat("the spec has ", entries, " entries: the masks hold at most 62");
     return p;
   }
   if (m.begin < 0 || m.end < 0 || m.ellipsis < 0 || m.new_axis < 0 || m.shrink_axis < 0) {
@@ -110,7 +105,7 @@ inline strided_slice_plan plan_strided_slice(const std::vector<std::int64_t>& in
       gather.push_back(added);
     } else {
       if (full == rank) {
-        p.error = detail::strided_slice_error("the spec indexes input dim ", full, "; the input has ", rank, " dims");
+        p.error = weft::detail::concat("the spec indexes input dim ", full, "; the input has ", rank, " dims");
         return p;
       }
       if (begin) b[full] = (*begin)[i];
@@ -130,11 +125,11 @@ inline strided_slice_plan plan_strided_slice(const std::vector<std::int64_t>& in
   for (std::size_t i = 0; i < rank; ++i) {
     const std::int64_t dim = input[i], step = s[i];
     if (step == 0) {
-      p.error = detail::strided_slice_error("the stride of input dim ", i, " is 0");
+      p.error = weft::detail::concat("the stride of input dim ", i, " is 0");
       return p;
     }
     if (shrink[i] && step < 0) {
-      p.error = detail::strided_slice_error("input dim ", i, " is indexed (shrink_axis_mask) with a negative stride ", step);
+      p.error = weft::detail::concat("input dim ", i, " is indexed (shrink_axis_mask) with a negative stride ", step);
       return p;
     }
     p.stride[i] = step;
@@ -149,7 +144,7 @@ inline strided_slice_plan plan_strided_slice(const std::vector<std::int64_t>& in
     if (shrink[i] && begin) {
       const std::int64_t at = b[i] < 0 ? dim + b[i] : b[i];
       if (at < 0 || at >= dim) {
-        p.error = detail::strided_slice_error("index ", b[i], " is out of range for input dim ", i, " of size ", dim);
+        p.error = weft::detail::concat("index ", b[i], " is out of range for input dim ", i, " of size ", dim);
         return p;
       }
       p.begin[i] = at;
